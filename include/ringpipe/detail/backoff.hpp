@@ -1,0 +1,42 @@
+#pragma once
+// Adaptive backoff for host-side polling: spin briefly, then yield, then sleep in growing steps,
+// so that a waiting host thread answers fast when traffic flows and costs nothing when it stops.
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace ringpipe::detail {
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+class backoff {
+public:
+  void reset() noexcept { round_ = 0; }
+  void wait() noexcept {
+    if (round_ < spin_rounds) {
+      cpu_relax();
+    } else if (round_ < spin_rounds + yield_rounds) {
+      std::this_thread::yield();
+    } else {
+      const auto step = std::min<unsigned>(round_ - spin_rounds - yield_rounds, 10);
+      std::this_thread::sleep_for(std::chrono::microseconds(5u << std::min(step, 8u)));
+    }
+    ++round_;
+  }
+
+private:
+  static constexpr unsigned spin_rounds = 256;
+  static constexpr unsigned yield_rounds = 64;
+  unsigned round_ = 0;
+};
+
+} // namespace ringpipe::detail

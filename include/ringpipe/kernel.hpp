@@ -1,0 +1,139 @@
+#pragma once
+// Ring kernels: OpenCL kernels that consume messages from an input ring and produce into an
+// output ring, resident on the device (persistent, parked) or launched per batch (batched).
+// A proxy on the runtime launches, relaunches, watches the heartbeat and, on devices without
+// shared memory, moves batches through device buffers.
+
+#include <ringpipe/device.hpp>
+#include <ringpipe/mode.hpp>
+#include <ringpipe/ring.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+namespace ringpipe {
+
+class runtime;
+
+/// The control block, shared with rp_control in cl/ringpipe/stage.clh.
+struct control_block {
+  alignas(64) std::uint32_t stop;  ///< host side: kernel_stop
+  std::uint32_t idle_budget;       ///< host side: empty polls before leaving; 0: never
+  alignas(64) std::uint32_t state; ///< device side: kernel_state
+  std::uint32_t error;             ///< device side: the kernel's error code
+  std::uint32_t msgs_in;           ///< device side, wraps
+  std::uint32_t msgs_out;          ///< device side, wraps
+  alignas(64) std::uint32_t heartbeat;  ///< device side, advances on every poll
+};
+static_assert(offsetof(control_block, state) == 64 && offsetof(control_block, heartbeat) == 128);
+static_assert(sizeof(control_block) == 192);
+
+enum class kernel_stop : std::uint32_t { run = 0, drain = 1, now = 2 };
+
+enum class kernel_state : std::uint32_t {
+  idle = 0,      ///< not started, or between batches
+  launched = 1,  ///< enqueued, not yet running
+  running = 2,
+  parked = 3,    ///< left after its idle budget (or a batch ran out of work): relaunched on work
+  stopped = 4,   ///< stopped on request, or its input ended and it closed its output
+  faulted = 5,   ///< reported an error code, stalled, or failed to launch
+};
+std::string_view to_string(kernel_state s) noexcept;
+
+/// No ring on this side (sources have no input, sinks no output).
+struct no_message {};
+
+/// Which kernel to run: OpenCL C source (it may #include the embedded cl/ files) and the name of
+/// a kernel declared with RINGPIPE_MAP_KERNEL or RINGPIPE_DECLARE_SIZES.
+struct kernel_spec {
+  std::string source;
+  std::string name;
+  std::string build_options;  ///< added to the device's defaults
+};
+
+struct kernel_options {
+  std::optional<kernel_mode> mode;  ///< forced mode; by default the best the device and budget allow
+  std::uint32_t local_size = 0;     ///< work-items in the group; 0: min(64, device maximum)
+  std::uint32_t idle_budget = 1u << 16;  ///< empty polls before a parked kernel leaves
+  std::uint32_t batch_capacity = 1024;   ///< device mirror size, for batched kernels without SVM
+  /// A running kernel whose heartbeat does not advance this long, or a launched one that does
+  /// not start, is reported as stalled.
+  std::chrono::milliseconds stall_timeout{3000};
+};
+
+struct kernel_stats {
+  std::uint64_t msgs_in = 0;
+  std::uint64_t msgs_out = 0;
+  std::uint64_t launches = 0;
+  std::uint32_t heartbeat = 0;
+};
+
+namespace detail {
+struct kernel_proxy;
+}
+
+/// Untyped ring kernel; see ring_kernel<In, Out>.
+class ring_kernel_base {
+public:
+  ring_kernel_base(runtime& rt, const device& dev, kernel_spec spec, std::size_t in_bytes, std::size_t out_bytes,
+                   kernel_options options);
+  /// Stops the kernel at once (stop_now) if it still runs. Never throws.
+  ~ring_kernel_base();
+  ring_kernel_base(const ring_kernel_base&) = delete;
+  ring_kernel_base& operator=(const ring_kernel_base&) = delete;
+
+  const std::string& name() const noexcept;
+  const device& on_device() const noexcept;
+  /// The mode it runs in: chosen at start(), or forced.
+  kernel_mode mode() const noexcept;
+  kernel_state state() const noexcept;
+  kernel_stats stats() const noexcept;
+
+  /// Drains what is queued, then stops. Throws errc::timeout naming the kernel, its state and
+  /// its rings when it has not stopped within `timeout`; throws the kernel's failure if it failed.
+  void stop(std::chrono::nanoseconds timeout = std::chrono::seconds(10));
+  void stop(std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  /// Waits until the kernel has stopped (its input ended) and rethrows its failure, if any.
+  void wait(std::chrono::nanoseconds timeout = std::chrono::seconds(10));
+  /// The failure (fault, stall, launch error) if the kernel failed, else null.
+  std::exception_ptr failure() const;
+  /// Wakes the proxy: new input is queued (saves a parked kernel the proxy's polling delay).
+  void notify() noexcept;
+
+protected:
+  void start_untyped(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out);
+
+private:
+  std::shared_ptr<detail::kernel_proxy> proxy_;
+};
+
+/// A ring kernel reading In and writing Out (no_message for a side without a ring). The kernel's
+/// declared message sizes are checked against sizeof(In)/sizeof(Out) at construction.
+template <class In, class Out>
+class ring_kernel : public ring_kernel_base {
+  static constexpr std::size_t bytes_of(std::size_t size, bool none) { return none ? 0 : size; }
+
+public:
+  ring_kernel(runtime& rt, const device& dev, kernel_spec spec, kernel_options options = {})
+      : ring_kernel_base(rt, dev, std::move(spec), bytes_of(sizeof(In), std::is_same_v<In, no_message>),
+                         bytes_of(sizeof(Out), std::is_same_v<Out, no_message>), options) {}
+
+  void start(const ring<In>& in, const ring<Out>& out) { start_untyped(in.shared_buffer(), out.shared_buffer()); }
+  void start(const ring<Out>& out)
+    requires std::is_same_v<In, no_message>
+  {
+    start_untyped(nullptr, out.shared_buffer());
+  }
+  void start(const ring<In>& in)
+    requires std::is_same_v<Out, no_message>
+  {
+    start_untyped(in.shared_buffer(), nullptr);
+  }
+};
+
+} // namespace ringpipe

@@ -1,0 +1,47 @@
+#pragma once
+// Kernel programs: sources composed from the embedded cl/ tree, built once per context, device
+// and options, with build failures reported with the kernel's name and the compiler's log.
+
+#include <ringpipe/error.hpp>
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+namespace ringpipe {
+
+class device;
+
+/// The text of an embedded cl/ file ("ringpipe/ring.clh", "stages/echo.cl"), if there is one.
+std::optional<std::string_view> embedded_source(std::string_view path);
+
+/// Replaces each `#include <path>` or `#include "path"` that names an embedded file with that
+/// file's text, recursively and once per file (the embedded headers need no include guards).
+/// Throws errc::invalid_argument for an include that names no embedded file.
+std::string resolve_includes(std::string_view source);
+
+/// Programs built in one context, keyed on (source, build options, device).
+class program_cache {
+public:
+  explicit program_cache(cl::Context context) : context_(std::move(context)) {}
+
+  /// Builds `source` (includes already resolved) for `dev` with `options`, or returns the cached
+  /// program. `what` names the kernel in a build_error.
+  cl::Program get(const device& dev, const std::string& source, const std::string& options,
+                  const std::string& what);
+  std::size_t size() const;
+
+private:
+  using key = std::tuple<std::string, std::string, cl_device_id>;
+  cl::Context context_;
+  mutable std::mutex mutex_;
+  std::map<key, cl::Program> programs_;
+};
+
+/// Options every ring-kernel program is built with on `dev` (language version, ringpipe defines).
+std::string base_build_options(const device& dev);
+
+} // namespace ringpipe

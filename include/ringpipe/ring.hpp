@@ -1,0 +1,220 @@
+#pragma once
+// Rings: bounded single-producer/single-consumer queues of fixed-size slots, laid out the same in
+// C++ and in OpenCL C (cl/ringpipe/ring.clh). The host side of either end is ring<T>; kernels
+// reach the same memory through fine-grained SVM where the device has it.
+
+#include <ringpipe/error.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <system_error>
+#include <type_traits>
+
+namespace ringpipe {
+
+class device;
+
+/// The ring header, shared with rp_ring in cl/ringpipe/ring.clh. Slots follow it.
+struct ring_header {
+  alignas(64) std::uint32_t head;  ///< producer side: messages ever pushed (wraps)
+  alignas(64) std::uint32_t tail;  ///< consumer side: messages ever popped (wraps)
+  alignas(64) std::uint32_t capacity;
+  std::uint32_t slot_size;
+  std::uint32_t flags;  ///< producer side: ring_closed
+  std::uint32_t mask;
+};
+static_assert(offsetof(ring_header, head) == 0 && offsetof(ring_header, tail) == 64);
+static_assert(offsetof(ring_header, capacity) == 128 && offsetof(ring_header, slot_size) == 132);
+static_assert(offsetof(ring_header, flags) == 136 && offsetof(ring_header, mask) == 140);
+static_assert(sizeof(ring_header) == 192, "cl/ringpipe/ring.clh: RP_HEADER_BYTES");
+inline constexpr std::uint32_t ring_closed = 1;
+
+/// Where a ring's bytes live.
+enum class ring_memory {
+  host,  ///< ordinary host memory: host threads only, or batched kernels through a device mirror
+  svm,   ///< fine-grained SVM with atomics: host and kernels of one context poll it directly
+};
+
+struct ring_options {
+  std::string name = "ring";            ///< used in errors and metrics
+  std::uint32_t initial_counter = 0;    ///< start value of head and tail (tests of the 32-bit wrap)
+};
+
+/// Untyped storage and host-side operations of one ring. Either end may be host code; each end
+/// must be used by one thread at a time (single producer, single consumer).
+class ring_buffer {
+public:
+  /// Host memory.
+  ring_buffer(std::uint32_t capacity, std::uint32_t slot_size, ring_options options = {});
+  /// Memory `dev`'s kernels can poll: fine-grained SVM in its context when the device has it,
+  /// otherwise host memory (kernels there run batched through a device mirror).
+  ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_t slot_size, ring_options options = {});
+  ~ring_buffer();
+  ring_buffer(const ring_buffer&) = delete;
+  ring_buffer& operator=(const ring_buffer&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  ring_memory memory() const noexcept { return memory_; }
+  /// The SVM context the ring lives in (null for host memory).
+  cl_context svm_context() const noexcept { return svm_context_; }
+  std::uint32_t capacity() const noexcept { return capacity_; }
+  std::uint32_t slot_size() const noexcept { return slot_size_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+  ring_header* header() const noexcept { return header_; }
+  std::byte* slot(std::uint32_t counter) const noexcept {
+    return slots_ + static_cast<std::size_t>(counter & (capacity_ - 1)) * slot_size_;
+  }
+
+  // --- producer side ---
+  [[nodiscard]] bool try_push_bytes(const void* message) noexcept;
+  /// Pushes up to `count` messages of slot_size bytes each; returns how many fit.
+  std::size_t push_n_bytes(const void* messages, std::size_t count) noexcept;
+  /// Free slots as the producer sees them.
+  std::uint32_t space() noexcept;
+  /// Ends the stream: the consumer drains what was pushed, then sees the end.
+  void close() noexcept;
+
+  // --- consumer side ---
+  [[nodiscard]] bool try_pop_bytes(void* message) noexcept;
+  std::size_t pop_n_bytes(void* messages, std::size_t count) noexcept;
+  /// Closed by the producer and empty: the stream has ended.
+  bool drained() noexcept;
+
+  // --- either side (a snapshot) ---
+  std::uint32_t size() const noexcept;
+  bool closed() const noexcept;
+  /// Highest fill seen when either host side refreshed its view of the other counter.
+  std::uint32_t high_water() const noexcept { return high_water_.load(std::memory_order_relaxed); }
+  std::uint64_t pushed() const noexcept { return pushed_.load(std::memory_order_relaxed); }
+  std::uint64_t popped() const noexcept { return popped_.load(std::memory_order_relaxed); }
+
+  // Counter access with the orders of the protocol, for the ring's host-side movers.
+  std::uint32_t load_head(std::memory_order o) const noexcept { return std::atomic_ref(header_->head).load(o); }
+  std::uint32_t load_tail(std::memory_order o) const noexcept { return std::atomic_ref(header_->tail).load(o); }
+  void publish_head(std::uint32_t h) noexcept { std::atomic_ref(header_->head).store(h, std::memory_order_release); }
+  void publish_tail(std::uint32_t t) noexcept { std::atomic_ref(header_->tail).store(t, std::memory_order_release); }
+  void note_fill(std::uint32_t fill) noexcept;
+
+  /// Waits, with adaptive backoff, until `ready()` or `timeout`; false on timeout.
+  template <class Ready>
+  static bool wait_until(Ready&& ready, std::chrono::nanoseconds timeout);
+
+private:
+  void init(std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options);
+  void note_pushed(std::uint32_t n) noexcept { pushed_.store(pushed() + n, std::memory_order_relaxed); }
+  void note_popped(std::uint32_t n) noexcept { popped_.store(popped() + n, std::memory_order_relaxed); }
+
+  std::string name_;
+  ring_memory memory_ = ring_memory::host;
+  cl_context svm_context_ = nullptr;
+  std::uint32_t capacity_ = 0;
+  std::uint32_t slot_size_ = 0;
+  std::size_t bytes_ = 0;
+  ring_header* header_ = nullptr;
+  std::byte* slots_ = nullptr;
+  // Each host end's cached view of the other end's counter, on separate lines.
+  alignas(64) std::uint32_t producer_tail_cache_ = 0;  // producer side
+  alignas(64) std::uint32_t consumer_head_cache_ = 0;  // consumer side
+  alignas(64) std::atomic<std::uint32_t> high_water_{0};
+  std::atomic<std::uint64_t> pushed_{0};  // producer side writes
+  alignas(64) std::atomic<std::uint64_t> popped_{0};  // consumer side writes
+};
+
+/// A typed ring of trivially copyable messages. Cheap to copy: copies share the ring.
+template <class T>
+class ring {
+  static_assert(std::is_trivially_copyable_v<T>, "ring messages are copied as bytes");
+
+public:
+  using value_type = T;
+  explicit ring(std::uint32_t capacity, ring_options options = {})
+      : buffer_(std::make_shared<ring_buffer>(capacity, sizeof(T), std::move(options))) {}
+  ring(const device& dev, std::uint32_t capacity, ring_options options = {})
+      : buffer_(std::make_shared<ring_buffer>(dev, capacity, sizeof(T), std::move(options))) {}
+
+  // --- producer side ---
+  [[nodiscard]] bool try_push(const T& m) noexcept { return buffer_->try_push_bytes(&m); }
+  std::size_t push_n(std::span<const T> ms) noexcept { return buffer_->push_n_bytes(ms.data(), ms.size()); }
+  /// Blocks while the ring is full; throws errc::timeout naming the ring after `timeout`.
+  void push(const T& m, std::chrono::nanoseconds timeout);
+  /// As push(), but reports a timeout through `ec` (and returns false) instead of throwing.
+  bool push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  void close() noexcept { buffer_->close(); }
+
+  // --- consumer side ---
+  [[nodiscard]] bool try_pop(T& m) noexcept { return buffer_->try_pop_bytes(&m); }
+  std::size_t pop_n(std::span<T> ms) noexcept { return buffer_->pop_n_bytes(ms.data(), ms.size()); }
+  /// Blocks until a message arrives (true) or the stream ends (false); throws errc::timeout
+  /// naming the ring after `timeout`.
+  bool pop(T& m, std::chrono::nanoseconds timeout);
+  /// As pop(), but a timeout sets `ec` and returns false.
+  bool pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  bool drained() noexcept { return buffer_->drained(); }
+
+  std::uint32_t size() const noexcept { return buffer_->size(); }
+  std::uint32_t capacity() const noexcept { return buffer_->capacity(); }
+  bool closed() const noexcept { return buffer_->closed(); }
+  std::uint32_t high_water() const noexcept { return buffer_->high_water(); }
+  const std::string& name() const noexcept { return buffer_->name(); }
+  ring_buffer& buffer() const noexcept { return *buffer_; }
+  const std::shared_ptr<ring_buffer>& shared_buffer() const noexcept { return buffer_; }
+
+private:
+  std::shared_ptr<ring_buffer> buffer_;
+};
+
+/// The error a blocked push or pop reports when its time runs out.
+error ring_timeout_error(const ring_buffer& r, bool push, std::chrono::nanoseconds timeout);
+
+} // namespace ringpipe
+
+#include <ringpipe/detail/backoff.hpp>
+
+template <class Ready>
+bool ringpipe::ring_buffer::wait_until(Ready&& ready, std::chrono::nanoseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  detail::backoff b;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    b.wait();
+  }
+  return true;
+}
+
+template <class T>
+bool ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
+  ec.clear();
+  if (buffer_->try_push_bytes(&m)) return true;
+  if (ring_buffer::wait_until([&] { return buffer_->try_push_bytes(&m); }, timeout)) return true;
+  ec = make_error_code(errc::timeout);
+  return false;
+}
+
+template <class T>
+void ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout) {
+  std::error_code ec;
+  if (!push(m, timeout, ec)) throw ring_timeout_error(*buffer_, true, timeout);
+}
+
+template <class T>
+bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
+  ec.clear();
+  bool got = false;
+  const auto done = [&] { return (got = buffer_->try_pop_bytes(&m)) || buffer_->drained(); };
+  if (done() || ring_buffer::wait_until(done, timeout)) return got || buffer_->try_pop_bytes(&m);
+  ec = make_error_code(errc::timeout);
+  return false;
+}
+
+template <class T>
+bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout) {
+  std::error_code ec;
+  const bool got = pop(m, timeout, ec);
+  if (ec) throw ring_timeout_error(*buffer_, false, timeout);
+  return got;
+}

@@ -1,0 +1,54 @@
+#pragma once
+// Host mirror of cl/stages/test_map.cl's message: a sequence number, a check word and padding to
+// N bytes. Tests, benchmarks and demos use it to verify every message end to end.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ringpipe {
+
+template <std::size_t N>
+struct test_message {
+  static_assert(N >= 8 && N % 4 == 0, "test messages are at least 8 bytes, in whole words");
+  std::uint32_t seq;
+  std::uint32_t check;
+  std::array<std::uint32_t, (N - 8) / 4> payload;
+};
+
+/// The mixing function of cl/stages/test_map.cl.
+constexpr std::uint32_t test_mix(std::uint32_t x) noexcept {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+/// The check word a source puts on message `seq`.
+constexpr std::uint32_t test_check(std::uint32_t seq) noexcept { return test_mix(seq * 2654435761u + 1u); }
+
+/// The check word after `hops` passes through test_map.
+constexpr std::uint32_t test_check_after(std::uint32_t seq, int hops) noexcept {
+  std::uint32_t c = test_check(seq);
+  for (int i = 0; i < hops; ++i) c = test_mix(c ^ seq);
+  return c;
+}
+
+template <std::size_t N>
+test_message<N> make_test_message(std::uint32_t seq) noexcept {
+  test_message<N> m{};
+  m.seq = seq;
+  m.check = test_check(seq);
+  for (std::size_t i = 0; i < m.payload.size(); ++i) m.payload[i] = seq + static_cast<std::uint32_t>(i);
+  return m;
+}
+
+/// Source text that builds cl/stages/test_map.cl for N-byte messages.
+inline std::string test_stages_source(std::size_t n) {
+  return "#define RP_MSG_BYTES " + std::to_string(n) + "\n#include <stages/test_map.cl>\n";
+}
+
+} // namespace ringpipe

@@ -1,0 +1,603 @@
+#include <ringpipe/kernel.hpp>
+#include <ringpipe/occupancy.hpp>
+#include <ringpipe/program.hpp>
+#include <ringpipe/runtime.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace ringpipe {
+
+std::string_view to_string(kernel_state s) noexcept {
+  switch (s) {
+  case kernel_state::idle: return "idle";
+  case kernel_state::launched: return "launched";
+  case kernel_state::running: return "running";
+  case kernel_state::parked: return "parked";
+  case kernel_state::stopped: return "stopped";
+  case kernel_state::faulted: return "faulted";
+  }
+  return "?";
+}
+
+namespace detail {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr std::uint32_t max_group = 256;  // RINGPIPE_MAX_GROUP in cl/ringpipe/stage.clh
+
+std::string ms(std::chrono::nanoseconds d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+// Reads the sizes RINGPIPE_DECLARE_SIZES stored (plus one) in a work_group_size_hint.
+std::optional<std::pair<std::size_t, std::size_t>> declared_sizes(const cl::Program& program, const std::string& name) {
+  cl_int status = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(program(), (name + "__ringpipe_sizes").c_str(), &status);
+  if (status != CL_SUCCESS) return std::nullopt;
+  cl::Kernel sizes(k);
+  const auto attributes = cl_call("clGetKernelInfo", [&] { return sizes.getInfo<CL_KERNEL_ATTRIBUTES>(); });
+  const auto pos = attributes.find("work_group_size_hint(");
+  unsigned long in = 0, out = 0;
+  if (pos == std::string::npos ||
+      std::sscanf(attributes.c_str() + pos, "work_group_size_hint(%lu ,%lu", &in, &out) != 2 || in == 0 || out == 0) {
+    throw error(errc::message_size, "kernel '" + name + "': cannot read its declared message sizes from its attributes ('" +
+                                        attributes + "')");
+  }
+  return std::pair<std::size_t, std::size_t>{in - 1, out - 1};
+}
+
+std::string describe_size(std::size_t bytes) { return bytes == 0 ? "no ring" : std::to_string(bytes) + "-byte messages"; }
+
+} // namespace
+
+struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
+  kernel_proxy(runtime& rt, const device& d, kernel_spec s, std::size_t in_b, std::size_t out_b, kernel_options o)
+      : dev(d), spec(std::move(s)), options(o), in_bytes(in_b), out_bytes(out_b),
+        strand(boost::asio::make_strand(rt.executor())), timer(strand) {
+    std::string build_options = base_build_options(dev);
+    if (!spec.build_options.empty()) build_options += " " + spec.build_options;
+    program = dev.programs().get(dev, resolve_includes(spec.source), build_options, spec.name);
+    const auto sizes = declared_sizes(program, spec.name);
+    if (!sizes) {
+      throw error(errc::message_size, "kernel '" + spec.name +
+                                          "' declares no message sizes: define it with RINGPIPE_MAP_KERNEL or "
+                                          "RINGPIPE_DECLARE_SIZES");
+    }
+    if (sizes->first != in_bytes || sizes->second != out_bytes) {
+      throw error(errc::message_size, "kernel '" + spec.name + "' was declared for " + describe_size(sizes->first) +
+                                          " in and " + describe_size(sizes->second) + " out, but the host type gives " +
+                                          describe_size(in_bytes) + " in and " + describe_size(out_bytes) + " out");
+    }
+    kernel = cl_call(("clCreateKernel '" + spec.name + "'").c_str(), [&] { return cl::Kernel(program, spec.name.c_str()); });
+    queue = cl_call("clCreateCommandQueue", [&] { return cl::CommandQueue(dev.context(), dev.cl_device()); });
+    const auto kernel_max = kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.cl_device());
+    const auto limit = static_cast<std::uint32_t>(std::min<std::size_t>({kernel_max, dev.info().max_work_group_size, max_group}));
+    local_size = options.local_size == 0 ? std::min<std::uint32_t>(64, limit) : options.local_size;
+    if (local_size > limit) {
+      throw error(errc::invalid_argument, "kernel '" + spec.name + "': local size " + std::to_string(local_size) +
+                                              " exceeds the limit of " + std::to_string(limit) + " on device '" +
+                                              dev.name() + "'");
+    }
+  }
+
+  ~kernel_proxy() {
+    if (ctl_svm != nullptr) clSVMFree(dev.context()(), ctl_svm);
+  }
+
+  // ---- set-up (caller's thread) ----
+  void start(std::shared_ptr<ring_buffer> input, std::shared_ptr<ring_buffer> output) {
+    if (started) throw error(errc::invalid_argument, "kernel '" + spec.name + "' was already started");
+    check_ring(input, in_bytes, "input");
+    check_ring(output, out_bytes, "output");
+    has_input = input != nullptr;
+    has_output = output != nullptr;
+    const auto& info = dev.info();
+    const bool rings_shared = [&] {
+      for (const auto& r : {input, output})
+        if (r && (r->memory() != ring_memory::svm || r->svm_context() != dev.context()())) return false;
+      return true;
+    }();
+    shared_memory = rings_shared && info.svm.fine_buffer && info.svm.atomics;
+
+    // Rings for absent sides: closed and empty, in the same kind of memory.
+    if (!input) {
+      input = shared_memory ? std::make_shared<ring_buffer>(dev, 1, 4, ring_options{spec.name + ".no-input"})
+                            : std::make_shared<ring_buffer>(1, 4, ring_options{spec.name + ".no-input"});
+      input->close();
+    }
+    if (!output) {
+      output = shared_memory ? std::make_shared<ring_buffer>(dev, 1, 4, ring_options{spec.name + ".no-output"})
+                             : std::make_shared<ring_buffer>(1, 4, ring_options{spec.name + ".no-output"});
+    }
+    in = std::move(input);
+    out = std::move(output);
+
+    if (options.mode) {
+      chosen_mode = *options.mode;
+      if (!info.supports(chosen_mode)) {
+        throw error(errc::unsupported_mode,
+                    "kernel '" + spec.name + "' cannot run " + std::string(to_string(chosen_mode)) + " on device '" +
+                        dev.name() + "': that needs fine-grained buffer SVM with SVM atomics and acquire/release "
+                        "atomics (device has fine_buffer=" + (info.svm.fine_buffer ? "yes" : "no") +
+                        ", svm atomics=" + (info.svm.atomics ? "yes" : "no") + ", c11 atomics=" +
+                        (info.c11_atomics ? "yes" : "no") + "); batched mode runs everywhere");
+      }
+      if (chosen_mode != kernel_mode::batched && !shared_memory) {
+        throw error(errc::unsupported_mode, "kernel '" + spec.name + "' cannot run " +
+                                                std::string(to_string(chosen_mode)) +
+                                                ": its rings are not in this device's SVM (create them with the device)");
+      }
+    } else if (shared_memory && info.supports(kernel_mode::persistent) && dev.budget().persistent_available()) {
+      chosen_mode = kernel_mode::persistent;
+    } else if (shared_memory && info.supports(kernel_mode::parked)) {
+      chosen_mode = kernel_mode::parked;
+    } else {
+      chosen_mode = kernel_mode::batched;
+    }
+
+    const std::uint32_t budget = chosen_mode == kernel_mode::persistent ? 0
+                                 : chosen_mode == kernel_mode::parked   ? std::max(1u, options.idle_budget)
+                                                                        : 1u;
+    if (shared_memory) {
+      ctl_svm = static_cast<control_block*>(clSVMAlloc(dev.context()(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER |
+                                                                            CL_MEM_SVM_ATOMICS,
+                                                       sizeof(control_block), 64));
+      if (ctl_svm == nullptr) throw error(std::make_error_code(std::errc::not_enough_memory), "clSVMAlloc of a control block failed");
+      std::memset(static_cast<void*>(ctl_svm), 0, sizeof(control_block));
+      ctl_svm->idle_budget = budget;
+      cl_call("clSetKernelArgSVMPointer", [&] {
+        for (cl_uint i = 0; i < 3; ++i) {
+          void* p = i == 0 ? static_cast<void*>(ctl_svm) : i == 1 ? static_cast<void*>(in->header()) : out->header();
+          if (const cl_int s = clSetKernelArgSVMPointer(kernel(), i, p); s != CL_SUCCESS) throw cl::Error(s);
+        }
+        return 0;
+      });
+    } else {
+      mirror_capacity = 1;
+      while (mirror_capacity < options.batch_capacity) mirror_capacity <<= 1;
+      host_ctl = {};
+      host_ctl.idle_budget = budget;
+      cl_call("clCreateBuffer (batch mirrors)", [&] {
+        ctl_buffer = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, sizeof(control_block));
+        in_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, sizeof(ring_header) + std::size_t{mirror_capacity} * in->slot_size());
+        out_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, sizeof(ring_header) + std::size_t{mirror_capacity} * out->slot_size());
+        kernel.setArg(0, ctl_buffer);
+        kernel.setArg(1, in_mirror);
+        kernel.setArg(2, out_mirror);
+        return 0;
+      });
+    }
+    // A kernel that could never get a worker is refused here, in the caller's thread.
+    if (dev.info().persistent_budget > 0) first_slot = dev.budget().try_acquire(chosen_mode, spec.name);
+    started = true;
+    heartbeat_stamp = clock::now();
+    boost::asio::post(strand, [self = shared_from_this()] { self->tick(); });
+  }
+
+  void check_ring(const std::shared_ptr<ring_buffer>& r, std::size_t bytes, const char* side) const {
+    if (!r && bytes != 0) {
+      throw error(errc::invalid_argument, "kernel '" + spec.name + "' needs an " + side + " ring of " +
+                                              std::to_string(bytes) + "-byte messages");
+    }
+    if (r && r->slot_size() != bytes) {
+      throw error(errc::message_size, "kernel '" + spec.name + "' " + side + " ring '" + r->name() + "' has " +
+                                          std::to_string(r->slot_size()) + "-byte slots but the kernel was declared for " +
+                                          describe_size(bytes));
+    }
+  }
+
+  // ---- the proxy's loop (strand) ----
+  void tick() {
+    if (finished_flag.load(std::memory_order_acquire)) return;
+    bool progress = false;
+    try {
+      progress = shared_memory ? tick_shared() : tick_mirrored();
+    } catch (const std::exception& e) {
+      fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec.name + "' on device '" + dev.name() +
+                                                                  "' failed: " + e.what())));
+      return;
+    }
+    if (finished_flag.load(std::memory_order_acquire)) return;
+    schedule(progress);
+  }
+
+  void schedule(bool progress) {
+    if (progress) {
+      idle_delay = std::chrono::microseconds(20);
+      boost::asio::post(strand, [self = shared_from_this()] { self->tick(); });
+      return;
+    }
+    // Idle: back off to a ceiling that keeps an idle pipeline cheap but still watches heartbeats.
+    const auto ceiling = chosen_mode == kernel_mode::persistent ? std::chrono::microseconds(20000)
+                                                                : std::chrono::microseconds(1000);
+    idle_delay = std::min(idle_delay * 2, ceiling);
+    timer.expires_after(idle_delay);
+    timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (!ec) self->tick();
+    });
+  }
+
+  std::uint32_t load_ctl(const std::uint32_t& field) const { return std::atomic_ref(const_cast<std::uint32_t&>(field)).load(std::memory_order_acquire); }
+  void store_ctl(std::uint32_t& field, std::uint32_t v) { std::atomic_ref(field).store(v, std::memory_order_release); }
+
+  bool has_work() {
+    const bool input_ready = !has_input || in->size() > 0;
+    const bool output_room = !has_output || out->space() > 0;
+    return input_ready && output_room;
+  }
+  // The input ended but the kernel has not yet seen it (it must close its output or flush).
+  bool end_pending() { return has_input && in->drained(); }
+
+  bool tick_shared() {
+    if (in_flight) {
+      observe_counters();
+      const auto status = running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
+      if (status < 0) throw_opencl_error(status, "kernel execution");
+      if (status != CL_COMPLETE) {
+        watch_heartbeat();
+        return false;
+      }
+      in_flight = false;
+      slot.release();
+      return after_exit(static_cast<kernel_state>(load_ctl(ctl_svm->state)), load_ctl(ctl_svm->error));
+    }
+    const auto stop = stop_request.load(std::memory_order_acquire);
+    if (stop == kernel_stop::now) return finish(kernel_state::stopped);
+    const bool work = has_work() || end_pending();
+    if (chosen_mode != kernel_mode::persistent && !work) {
+      if (stop == kernel_stop::drain && (!has_input || in->size() == 0)) return finish(kernel_state::stopped);
+      return false;
+    }
+    return launch();
+  }
+
+  bool launch() {
+    if (dev.info().persistent_budget > 0 && !slot) {
+      slot = first_slot ? std::move(first_slot) : dev.budget().try_acquire(chosen_mode, spec.name);
+      if (!slot) return false;  // every worker held for now: retry on the next tick
+    }
+    const auto stop = stop_request.load(std::memory_order_acquire);
+    if (shared_memory) {
+      store_ctl(ctl_svm->state, static_cast<std::uint32_t>(kernel_state::launched));
+      store_ctl(ctl_svm->stop, static_cast<std::uint32_t>(stop));
+    }
+    cl_call("clEnqueueNDRangeKernel", [&] {
+      queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size), nullptr, &running);
+      queue.flush();
+      return 0;
+    });
+    in_flight = true;
+    launches.fetch_add(1, std::memory_order_relaxed);
+    heartbeat_stamp = clock::now();
+    return true;
+  }
+
+  // A launch returned with the kernel's final state for it.
+  bool after_exit(kernel_state state, std::uint32_t code) {
+    observe_counters();
+    switch (state) {
+    case kernel_state::faulted:
+      fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec.name + "' on device '" + dev.name() +
+                                                                  "' reported error code " + std::to_string(code))));
+      return false;
+    case kernel_state::stopped: return finish(kernel_state::stopped);
+    case kernel_state::parked: public_state.store(kernel_state::parked); return true;
+    default:
+      fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec.name + "' returned in state " +
+                                                                  std::string(to_string(state)))));
+      return false;
+    }
+  }
+
+  // Batched through device buffers: copy a batch in, run the kernel over it, copy the results out.
+  bool tick_mirrored() {
+    const auto stop = stop_request.load(std::memory_order_acquire);
+    if (stop == kernel_stop::now) return finish(kernel_state::stopped);
+    const bool end = end_pending();
+    const std::uint32_t queued = has_input ? in->size() : 0;
+    std::uint32_t n = has_input ? std::min(queued, mirror_capacity) : mirror_capacity;
+    if (has_output) n = std::min(n, out->space());
+    if (n == 0 && !end) {
+      if (stop == kernel_stop::drain && queued == 0) return finish(kernel_state::stopped);
+      return false;
+    }
+    if (dev.info().persistent_budget > 0 && !slot) {
+      slot = first_slot ? std::move(first_slot) : dev.budget().try_acquire(chosen_mode, spec.name);
+      if (!slot) return false;
+    }
+    const std::uint32_t in_size = in->slot_size();
+    const std::uint32_t out_size = out->slot_size();
+    const std::uint32_t tail = in->load_tail(std::memory_order_relaxed);
+    const bool batch_ends_stream = end || (has_input && in->closed() && n == queued);
+
+    ring_header in_header{};
+    in_header.head = has_input ? n : 0;
+    in_header.capacity = mirror_capacity;
+    in_header.slot_size = in_size;
+    in_header.mask = mirror_capacity - 1;
+    in_header.flags = (batch_ends_stream || !has_input) ? ring_closed : 0;
+    ring_header out_header{};
+    out_header.capacity = has_output ? mirror_capacity : 1;
+    out_header.slot_size = out_size;
+    out_header.mask = out_header.capacity - 1;
+    // Room for exactly the n results the host ring can take: the mirror looks full but for n slots.
+    const std::uint32_t room = has_output ? n : out_header.capacity;
+    out_header.tail = 0;
+    out_header.head = out_header.capacity - room;
+    const std::uint32_t out_start = out_header.head;
+    host_ctl.stop = static_cast<std::uint32_t>(stop);
+    host_ctl.state = static_cast<std::uint32_t>(kernel_state::launched);
+
+    staging.resize(std::max<std::size_t>(std::size_t{n} * std::max(in_size, out_size), 1));
+    for (std::uint32_t i = 0; i < (has_input ? n : 0); ++i)
+      std::memcpy(staging.data() + std::size_t{i} * in_size, in->slot(tail + i), in_size);
+
+    cl_call("batched launch", [&] {
+      queue.enqueueWriteBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
+      if (has_input && n > 0) queue.enqueueWriteBuffer(in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size, staging.data());
+      queue.enqueueWriteBuffer(out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header);
+      queue.enqueueWriteBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &host_ctl);
+      queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size));
+      queue.enqueueReadBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &host_ctl);
+      queue.enqueueReadBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
+      queue.enqueueReadBuffer(out_mirror, CL_TRUE, 0, sizeof(ring_header), &out_header);
+      return 0;
+    });
+    launches.fetch_add(1, std::memory_order_relaxed);
+    const std::uint32_t produced = out_header.head - out_start;
+    if (has_output && produced > 0) {
+      // Results sit in the mirror from slot index out_start on, possibly wrapping once.
+      cl_call("clEnqueueReadBuffer", [&] {
+        const std::uint32_t first = out_start & out_header.mask;
+        const std::uint32_t run = std::min(produced, out_header.capacity - first);
+        queue.enqueueReadBuffer(out_mirror, CL_FALSE, sizeof(ring_header) + std::size_t{first} * out_size,
+                                std::size_t{run} * out_size, staging.data());
+        if (run < produced)
+          queue.enqueueReadBuffer(out_mirror, CL_FALSE, sizeof(ring_header), std::size_t{produced - run} * out_size,
+                                  staging.data() + std::size_t{run} * out_size);
+        queue.finish();
+        return 0;
+      });
+      const auto pushed = out->push_n_bytes(staging.data(), produced);
+      if (pushed != produced) throw error(errc::kernel_fault, "output ring lost room during a batch");
+    }
+    const std::uint32_t consumed = in_header.tail;
+    if (has_input && consumed > 0) in->publish_tail(tail + consumed);
+    mirrored_in += consumed;
+    mirrored_out += produced;
+    msgs_in.store(mirrored_in, std::memory_order_relaxed);
+    msgs_out.store(mirrored_out, std::memory_order_relaxed);
+    if (out_header.flags & ring_closed && has_output) out->close();
+    slot.release();
+    return after_exit(static_cast<kernel_state>(host_ctl.state), host_ctl.error) || consumed > 0;
+  }
+
+  void observe_counters() {
+    // Widen the kernel's 32-bit wrapping counters into 64-bit totals.
+    const auto in_now = load_ctl(ctl_svm->msgs_in);
+    const auto out_now = load_ctl(ctl_svm->msgs_out);
+    msgs_in.fetch_add(in_now - last_in, std::memory_order_relaxed);
+    msgs_out.fetch_add(out_now - last_out, std::memory_order_relaxed);
+    last_in = in_now;
+    last_out = out_now;
+    public_state.store(static_cast<kernel_state>(load_ctl(ctl_svm->state)), std::memory_order_relaxed);
+  }
+
+  void watch_heartbeat() {
+    const auto beat = load_ctl(ctl_svm->heartbeat);
+    const auto now = clock::now();
+    if (beat != last_heartbeat) {
+      last_heartbeat = beat;
+      heartbeat_stamp = now;
+      return;
+    }
+    if (now - heartbeat_stamp < options.stall_timeout) return;
+    const auto state = static_cast<kernel_state>(load_ctl(ctl_svm->state));
+    const auto queued = has_input ? in->size() : 0u;
+    std::string why = state == kernel_state::launched
+                          ? "was launched " + ms(now - heartbeat_stamp) + " ago and has not started: every worker of pool '" +
+                                dev.budget().pool() + "' is busy"
+                          : "stalled: its heartbeat stayed at " + std::to_string(beat) + " for " + ms(now - heartbeat_stamp) +
+                                " while " + std::to_string(queued) + " messages waited in ring '" + in->name() + "'";
+    store_ctl(ctl_svm->stop, static_cast<std::uint32_t>(kernel_stop::now));
+    fail(std::make_exception_ptr(error(errc::stalled, "kernel '" + spec.name + "' on device '" + dev.name() + "' " + why)));
+  }
+
+  bool finish(kernel_state state) {
+    slot.release();
+    first_slot.release();
+    public_state.store(state);
+    {
+      std::lock_guard lock(mutex);
+      finished_flag.store(true, std::memory_order_release);
+    }
+    done.notify_all();
+    return false;
+  }
+
+  void fail(std::exception_ptr e) {
+    {
+      std::lock_guard lock(mutex);
+      if (!failure) failure = std::move(e);
+    }
+    // A failed kernel that still runs is left to exit on its own: its memory stays alive in
+    // the proxy, which the running launch's tick keeps.
+    if (in_flight) {
+      boost::asio::post(strand, [self = shared_from_this()] { self->reap(); });
+      public_state.store(kernel_state::faulted);
+      std::lock_guard lock(mutex);
+      failed_pending_exit = true;
+      done.notify_all();
+      return;
+    }
+    finish(kernel_state::faulted);
+  }
+
+  // After a failure: wait for the launch to return before releasing its worker.
+  void reap() {
+    if (running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() == CL_COMPLETE || running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() < 0) {
+      in_flight = false;
+      finish(kernel_state::faulted);
+      return;
+    }
+    timer.expires_after(std::chrono::milliseconds(1));
+    timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (!ec) self->reap();
+    });
+  }
+
+  // ---- requests from other threads ----
+  void request_stop(kernel_stop s) {
+    auto current = stop_request.load();
+    while (static_cast<std::uint32_t>(s) > static_cast<std::uint32_t>(current) && !stop_request.compare_exchange_weak(current, s)) {
+    }
+    if (ctl_svm != nullptr) store_ctl(ctl_svm->stop, static_cast<std::uint32_t>(stop_request.load()));
+    wake();
+  }
+  void wake() {
+    if (!started) return;
+    boost::asio::post(strand, [self = shared_from_this()] {
+      self->idle_delay = std::chrono::microseconds(20);
+      if (!self->in_flight || self->shared_memory) self->timer.cancel();
+      self->tick();
+    });
+  }
+
+  // Waits until finished (or failed); true when it ended within the timeout.
+  bool wait_finished(std::chrono::nanoseconds timeout) {
+    std::unique_lock lock(mutex);
+    return done.wait_for(lock, timeout, [&] { return finished_flag.load() || failure != nullptr; });
+  }
+
+  std::string describe() {
+    std::string s = "kernel '" + spec.name + "' on device '" + dev.name() + "' (" + std::string(to_string(chosen_mode)) +
+                    ", state " + std::string(to_string(public_state.load())) + ")";
+    if (has_input) s += ", " + std::to_string(in->size()) + " messages queued in ring '" + in->name() + "'";
+    if (has_output) s += ", output ring '" + out->name() + "' fill " + std::to_string(out->size()) + "/" + std::to_string(out->capacity());
+    return s;
+  }
+
+  device dev;
+  kernel_spec spec;
+  kernel_options options;
+  std::size_t in_bytes;
+  std::size_t out_bytes;
+  cl::Program program;
+  cl::Kernel kernel;
+  cl::CommandQueue queue;
+  std::uint32_t local_size = 1;
+  boost::asio::strand<boost::asio::io_context::executor_type> strand;
+  boost::asio::steady_timer timer;
+
+  bool started = false;
+  bool has_input = false;
+  bool has_output = false;
+  bool shared_memory = false;
+  kernel_mode chosen_mode = kernel_mode::batched;
+  std::shared_ptr<ring_buffer> in;
+  std::shared_ptr<ring_buffer> out;
+
+  // shared memory: the control block in SVM
+  control_block* ctl_svm = nullptr;
+  // no shared memory: device mirrors and a host copy of the control block
+  control_block host_ctl{};
+  cl::Buffer ctl_buffer, in_mirror, out_mirror;
+  std::uint32_t mirror_capacity = 0;
+  std::vector<std::byte> staging;
+  std::uint64_t mirrored_in = 0, mirrored_out = 0;
+
+  // strand-only state
+  occupancy::slot first_slot;
+  occupancy::slot slot;
+  cl::Event running;
+  bool in_flight = false;
+  std::uint32_t last_heartbeat = 0;
+  clock::time_point heartbeat_stamp;
+  std::chrono::microseconds idle_delay{20};
+  std::uint32_t last_in = 0, last_out = 0;
+
+  // shared with other threads
+  std::atomic<kernel_stop> stop_request{kernel_stop::run};
+  std::atomic<kernel_state> public_state{kernel_state::idle};
+  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, launches{0};
+  std::atomic<bool> finished_flag{false};
+  std::mutex mutex;
+  std::condition_variable done;
+  std::exception_ptr failure;
+  bool failed_pending_exit = false;
+};
+
+} // namespace detail
+
+ring_kernel_base::ring_kernel_base(runtime& rt, const device& dev, kernel_spec spec, std::size_t in_bytes,
+                                   std::size_t out_bytes, kernel_options options)
+    : proxy_(std::make_shared<detail::kernel_proxy>(rt, dev, std::move(spec), in_bytes, out_bytes, options)) {}
+
+ring_kernel_base::~ring_kernel_base() {
+  if (!proxy_->started) return;
+  proxy_->request_stop(kernel_stop::now);
+  if (!proxy_->wait_finished(std::chrono::seconds(5)) || !proxy_->finished_flag.load()) {
+    // The launch has not returned; its memory stays alive with the proxy, which the pending
+    // reap keeps. Say so rather than block forever.
+    if (!proxy_->wait_finished(std::chrono::seconds(5)) || !proxy_->finished_flag.load())
+      std::fprintf(stderr, "ringpipe: %s did not stop; leaving it running\n", proxy_->describe().c_str());
+  }
+}
+
+void ring_kernel_base::start_untyped(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {
+  proxy_->start(std::move(in), std::move(out));
+}
+
+const std::string& ring_kernel_base::name() const noexcept { return proxy_->spec.name; }
+const device& ring_kernel_base::on_device() const noexcept { return proxy_->dev; }
+kernel_mode ring_kernel_base::mode() const noexcept { return proxy_->chosen_mode; }
+kernel_state ring_kernel_base::state() const noexcept { return proxy_->public_state.load(); }
+
+kernel_stats ring_kernel_base::stats() const noexcept {
+  kernel_stats s;
+  s.msgs_in = proxy_->msgs_in.load(std::memory_order_relaxed);
+  s.msgs_out = proxy_->msgs_out.load(std::memory_order_relaxed);
+  s.launches = proxy_->launches.load(std::memory_order_relaxed);
+  if (proxy_->ctl_svm != nullptr) s.heartbeat = proxy_->load_ctl(proxy_->ctl_svm->heartbeat);
+  return s;
+}
+
+std::exception_ptr ring_kernel_base::failure() const {
+  std::lock_guard lock(proxy_->mutex);
+  return proxy_->failure;
+}
+
+void ring_kernel_base::notify() noexcept { proxy_->wake(); }
+
+void ring_kernel_base::stop(std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
+  ec.clear();
+  if (!proxy_->started) return;
+  proxy_->request_stop(kernel_stop::drain);
+  if (!proxy_->wait_finished(timeout)) ec = make_error_code(errc::timeout);
+  else if (failure()) ec = make_error_code(errc::kernel_fault);
+}
+
+void ring_kernel_base::stop(std::chrono::nanoseconds timeout) {
+  std::error_code ec;
+  stop(timeout, ec);
+  if (auto f = failure()) std::rethrow_exception(f);
+  if (ec) throw error(errc::timeout, proxy_->describe() + " did not stop within " + detail::ms(timeout));
+}
+
+void ring_kernel_base::wait(std::chrono::nanoseconds timeout) {
+  if (!proxy_->started) throw error(errc::invalid_argument, "kernel '" + name() + "' was never started");
+  const bool ended = proxy_->wait_finished(timeout);
+  if (auto f = failure()) std::rethrow_exception(f);
+  if (!ended) throw error(errc::timeout, proxy_->describe() + " did not finish within " + detail::ms(timeout));
+}
+
+} // namespace ringpipe

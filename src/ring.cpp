@@ -1,0 +1,202 @@
+#include <ringpipe/device.hpp>
+#include <ringpipe/ring.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace ringpipe {
+namespace {
+
+bool is_power_of_two(std::uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+std::size_t ring_bytes(std::uint32_t capacity, std::uint32_t slot_size) {
+  const std::size_t raw = sizeof(ring_header) + static_cast<std::size_t>(capacity) * slot_size;
+  return (raw + 63) / 64 * 64;
+}
+
+void check_shape(const std::string& name, std::uint32_t capacity, std::uint32_t slot_size) {
+  if (!is_power_of_two(capacity) || capacity > (1u << 30)) {
+    throw error(errc::invalid_argument,
+                "ring '" + name + "': capacity " + std::to_string(capacity) + " is not a power of two in [1, 2^30]");
+  }
+  if (slot_size == 0) throw error(errc::invalid_argument, "ring '" + name + "': slot size is 0");
+}
+
+} // namespace
+
+ring_buffer::ring_buffer(std::uint32_t capacity, std::uint32_t slot_size, ring_options options) {
+  check_shape(options.name, capacity, slot_size);
+  bytes_ = ring_bytes(capacity, slot_size);
+  void* p = std::aligned_alloc(64, bytes_);
+  if (p == nullptr) {
+    throw error(std::make_error_code(std::errc::not_enough_memory),
+                "ring '" + options.name + "': cannot allocate " + std::to_string(bytes_) + " bytes of host memory");
+  }
+  header_ = static_cast<ring_header*>(p);
+  init(capacity, slot_size, options);
+}
+
+ring_buffer::ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_t slot_size, ring_options options) {
+  check_shape(options.name, capacity, slot_size);
+  const auto& svm = dev.info().svm;
+  bytes_ = ring_bytes(capacity, slot_size);
+  if (svm.fine_buffer && svm.atomics) {
+    if (bytes_ > dev.info().max_alloc) {
+      throw error(std::make_error_code(std::errc::not_enough_memory),
+                  "ring '" + options.name + "': " + std::to_string(bytes_) + " bytes exceed device '" + dev.name() +
+                      "' maximum allocation of " + std::to_string(dev.info().max_alloc) + " bytes");
+    }
+    void* p = clSVMAlloc(dev.context()(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS,
+                         bytes_, 64);
+    if (p == nullptr) {
+      throw error(std::make_error_code(std::errc::not_enough_memory),
+                  "ring '" + options.name + "': clSVMAlloc of " + std::to_string(bytes_) + " bytes failed on device '" +
+                      dev.name() + "'");
+    }
+    memory_ = ring_memory::svm;
+    svm_context_ = dev.context()();
+    clRetainContext(svm_context_);
+    header_ = static_cast<ring_header*>(p);
+  } else {
+    void* p = std::aligned_alloc(64, bytes_);
+    if (p == nullptr) {
+      throw error(std::make_error_code(std::errc::not_enough_memory),
+                  "ring '" + options.name + "': cannot allocate " + std::to_string(bytes_) + " bytes of host memory");
+    }
+    header_ = static_cast<ring_header*>(p);
+  }
+  init(capacity, slot_size, options);
+}
+
+void ring_buffer::init(std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options) {
+  name_ = options.name;
+  capacity_ = capacity;
+  slot_size_ = slot_size;
+  std::memset(static_cast<void*>(header_), 0, bytes_);
+  header_->head = options.initial_counter;
+  header_->tail = options.initial_counter;
+  header_->capacity = capacity;
+  header_->slot_size = slot_size;
+  header_->mask = capacity - 1;
+  header_->flags = 0;
+  slots_ = reinterpret_cast<std::byte*>(header_) + sizeof(ring_header);
+  producer_tail_cache_ = options.initial_counter;
+  consumer_head_cache_ = options.initial_counter;
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+ring_buffer::~ring_buffer() {
+  if (memory_ == ring_memory::svm) {
+    clSVMFree(svm_context_, header_);
+    clReleaseContext(svm_context_);
+  } else {
+    std::free(header_);
+  }
+}
+
+void ring_buffer::note_fill(std::uint32_t fill) noexcept {
+  auto seen = high_water_.load(std::memory_order_relaxed);
+  while (fill > seen && !high_water_.compare_exchange_weak(seen, fill, std::memory_order_relaxed)) {
+  }
+}
+
+std::uint32_t ring_buffer::space() noexcept {
+  const auto head = load_head(std::memory_order_relaxed);
+  producer_tail_cache_ = load_tail(std::memory_order_acquire);
+  note_fill(head - producer_tail_cache_);
+  return capacity_ - (head - producer_tail_cache_);
+}
+
+bool ring_buffer::try_push_bytes(const void* message) noexcept {
+  const auto head = load_head(std::memory_order_relaxed);
+  if (head - producer_tail_cache_ == capacity_ && space() == 0) return false;
+  std::memcpy(slot(head), message, slot_size_);
+  publish_head(head + 1);
+  note_pushed(1);
+  return true;
+}
+
+std::size_t ring_buffer::push_n_bytes(const void* messages, std::size_t count) noexcept {
+  const auto head = load_head(std::memory_order_relaxed);
+  auto free = capacity_ - (head - producer_tail_cache_);
+  if (free < count) free = space();
+  const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(free, count));
+  const auto* src = static_cast<const std::byte*>(messages);
+  for (std::uint32_t i = 0; i < n;) {
+    // Copy up to the end of the slot array in one piece.
+    const auto index = (head + i) & (capacity_ - 1);
+    const auto run = std::min(n - i, capacity_ - index);
+    std::memcpy(slot(head + i), src + static_cast<std::size_t>(i) * slot_size_, static_cast<std::size_t>(run) * slot_size_);
+    i += run;
+  }
+  if (n > 0) {
+    publish_head(head + n);
+    note_pushed(n);
+  }
+  return n;
+}
+
+void ring_buffer::close() noexcept {
+  std::atomic_ref flags(header_->flags);
+  flags.store(flags.load(std::memory_order_relaxed) | ring_closed, std::memory_order_release);
+}
+
+bool ring_buffer::try_pop_bytes(void* message) noexcept {
+  const auto tail = load_tail(std::memory_order_relaxed);
+  if (consumer_head_cache_ == tail) {
+    consumer_head_cache_ = load_head(std::memory_order_acquire);
+    note_fill(consumer_head_cache_ - tail);
+    if (consumer_head_cache_ == tail) return false;
+  }
+  std::memcpy(message, slot(tail), slot_size_);
+  publish_tail(tail + 1);
+  note_popped(1);
+  return true;
+}
+
+std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept {
+  const auto tail = load_tail(std::memory_order_relaxed);
+  if (consumer_head_cache_ - tail < count) {
+    consumer_head_cache_ = load_head(std::memory_order_acquire);
+    note_fill(consumer_head_cache_ - tail);
+  }
+  const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(consumer_head_cache_ - tail, count));
+  auto* dst = static_cast<std::byte*>(messages);
+  for (std::uint32_t i = 0; i < n;) {
+    const auto index = (tail + i) & (capacity_ - 1);
+    const auto run = std::min(n - i, capacity_ - index);
+    std::memcpy(dst + static_cast<std::size_t>(i) * slot_size_, slot(tail + i), static_cast<std::size_t>(run) * slot_size_);
+    i += run;
+  }
+  if (n > 0) {
+    publish_tail(tail + n);
+    note_popped(n);
+  }
+  return n;
+}
+
+bool ring_buffer::drained() noexcept {
+  if (!closed()) return false;
+  return load_head(std::memory_order_acquire) == load_tail(std::memory_order_relaxed);
+}
+
+std::uint32_t ring_buffer::size() const noexcept {
+  const auto tail = load_tail(std::memory_order_acquire);
+  return load_head(std::memory_order_acquire) - tail;
+}
+
+bool ring_buffer::closed() const noexcept {
+  return (std::atomic_ref(header_->flags).load(std::memory_order_acquire) & ring_closed) != 0;
+}
+
+error ring_timeout_error(const ring_buffer& r, bool push, std::chrono::nanoseconds timeout) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+  const auto fill = std::to_string(r.size()) + "/" + std::to_string(r.capacity());
+  return error(errc::timeout, push ? "push to ring '" + r.name() + "' timed out after " + std::to_string(ms) +
+                                         " ms waiting for room (fill " + fill + "): its consumer is not draining it"
+                                   : "pop from ring '" + r.name() + "' timed out after " + std::to_string(ms) +
+                                         " ms waiting for a message (fill " + fill + ", not closed)");
+}
+
+} // namespace ringpipe
