@@ -81,7 +81,15 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     queue = cl_call("clCreateCommandQueue", [&] { return cl::CommandQueue(dev.context(), dev.cl_device()); });
     const auto kernel_max = kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.cl_device());
     const auto limit = static_cast<std::uint32_t>(std::min<std::size_t>({kernel_max, dev.info().max_work_group_size, max_group}));
-    local_size = options.local_size == 0 ? std::min<std::uint32_t>(64, limit) : options.local_size;
+    // A kernel that fixes its group size (raw kernels: reqd_work_group_size(1, 1, 1)) gets it.
+    const auto required = kernel.getWorkGroupInfo<CL_KERNEL_COMPILE_WORK_GROUP_SIZE>(dev.cl_device())[0];
+    if (required != 0 && options.local_size != 0 && options.local_size != required) {
+      throw error(errc::invalid_argument, "kernel '" + spec.name + "' requires a group of " + std::to_string(required) +
+                                              " work-items, not " + std::to_string(options.local_size));
+    }
+    local_size = required != 0                ? static_cast<std::uint32_t>(required)
+                 : options.local_size == 0 ? std::min<std::uint32_t>(64, limit)
+                                           : options.local_size;
     if (local_size > limit) {
       throw error(errc::invalid_argument, "kernel '" + spec.name + "': local size " + std::to_string(local_size) +
                                               " exceeds the limit of " + std::to_string(limit) + " on device '" +
@@ -283,7 +291,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
 
   // A launch returned with the kernel's final state for it.
   bool after_exit(kernel_state state, std::uint32_t code) {
-    observe_counters();
+    if (shared_memory) observe_counters();
     switch (state) {
     case kernel_state::faulted:
       fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec.name + "' on device '" + dev.name() +
@@ -334,7 +342,9 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     out_header.tail = 0;
     out_header.head = out_header.capacity - room;
     const std::uint32_t out_start = out_header.head;
-    host_ctl.stop = static_cast<std::uint32_t>(stop);
+    // The mirror holds only this batch: a drain request applies once the batch is all that is left.
+    const bool batch_is_everything = !has_input || n == queued;
+    host_ctl.stop = static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
     host_ctl.state = static_cast<std::uint32_t>(kernel_state::launched);
 
     staging.resize(std::max<std::size_t>(std::size_t{n} * std::max(in_size, out_size), 1));
@@ -551,6 +561,12 @@ ring_kernel_base::~ring_kernel_base() {
     if (!proxy_->wait_finished(std::chrono::seconds(5)) || !proxy_->finished_flag.load())
       std::fprintf(stderr, "ringpipe: %s did not stop; leaving it running\n", proxy_->describe().c_str());
   }
+}
+
+void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::size_t size) {
+  if (proxy_->started) throw error(errc::invalid_argument, "kernel '" + name() + "': set_arg after start()");
+  if (const cl_int s = clSetKernelArg(proxy_->kernel(), 3 + index, size, value); s != CL_SUCCESS)
+    throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + name() + "'").c_str());
 }
 
 void ring_kernel_base::start_untyped(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {

@@ -31,8 +31,9 @@ std::uint32_t occupancy::persistent_in_use() const {
 }
 
 bool occupancy::persistent_available() const {
+  // Leave one worker for parked and batched kernels, which take turns on it.
   std::lock_guard lock(mutex_);
-  return holders_.size() < budget_;
+  return holders_.size() + 1 < budget_;
 }
 
 std::string occupancy::persistent_names_locked() const {
@@ -56,7 +57,10 @@ occupancy::slot occupancy::try_acquire(kernel_mode mode, const std::string& kern
                     " resident-kernel budget is held by persistent kernels " + persistent_names_locked() +
                     "; use parked or batched mode, or fewer persistent kernels");
   }
-  if (holders_.size() >= budget_) return {};
+  // A persistent kernel reserves its worker at once: a parked or batched kernel that holds one
+  // now always leaves, and the device starts the persistent launch then. Transient kernels wait
+  // for a free worker.
+  if (mode != kernel_mode::persistent && holders_.size() >= budget_) return {};
   const auto id = next_id_++;
   holders_.push_back({id, mode, kernel});
   return slot(this, id);

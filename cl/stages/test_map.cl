@@ -41,10 +41,9 @@ RINGPIPE_MAP_KERNEL(test_filter_even, rp_test_msg, rp_test_msg, rp_test_keep_eve
 RINGPIPE_DEFINE_RING_OPS(rp_test_msg)
 
 // Raw kernel: passes messages on one at a time and faults with error code 42 at sequence
-// number fail_at.
+// number fail_at. Raw kernels that run as one work-item say so with reqd_work_group_size.
 RINGPIPE_DECLARE_SIZES(test_fail_at, sizeof(rp_test_msg), sizeof(rp_test_msg))
-__kernel void test_fail_at(RINGPIPE_KERNEL_PARAMS, uint fail_at) {
-  if (get_local_id(0) != 0) return;
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_fail_at(RINGPIPE_KERNEL_PARAMS, uint fail_at) {
   rp_begin(ctl);
   uint idle_polls = 0;
   uint state = 0;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 namespace ringpipe {
 
@@ -105,7 +106,20 @@ public:
   /// Wakes the proxy: new input is queued (saves a parked kernel the proxy's polling delay).
   void notify() noexcept;
 
+  /// Sets a raw kernel's own argument `index` (counted after RINGPIPE_KERNEL_PARAMS). Before start().
+  template <class T>
+  void set_arg(unsigned index, const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    set_arg_bytes(index, &value, sizeof(T));
+  }
+
+  /// Starts on untyped rings (for the pipeline layer; slot sizes are still checked).
+  void start_buffers(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {
+    start_untyped(std::move(in), std::move(out));
+  }
+
 protected:
+  void set_arg_bytes(unsigned index, const void* value, std::size_t size);
   void start_untyped(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out);
 
 private:

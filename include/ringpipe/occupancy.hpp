@@ -43,12 +43,13 @@ public:
   std::uint32_t in_use() const;
   std::uint32_t persistent_in_use() const;
 
-  /// Takes a slot for a kernel named `kernel` running in `mode`, or returns an empty slot when
-  /// every worker is held for now. Throws errc::budget_exceeded when the kernel could never run:
+  /// Takes a slot for a kernel named `kernel` running in `mode`. A persistent kernel always gets
+  /// one within the budget; a parked or batched one gets an empty slot while every worker is held. Throws errc::budget_exceeded when the kernel could never run:
   /// a persistent kernel beyond the budget, or any kernel while persistent ones hold every worker.
   slot try_acquire(kernel_mode mode, const std::string& kernel);
 
-  /// Whether a persistent slot is free now (used to choose a mode automatically).
+  /// Whether a kernel may go persistent now and still leave one worker free for parked and
+  /// batched kernels (used to choose a mode automatically).
   bool persistent_available() const;
 
 private:

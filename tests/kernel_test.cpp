@@ -1,0 +1,324 @@
+#include <ringpipe/kernel.hpp>
+#include <ringpipe/occupancy.hpp>
+#include <ringpipe/test_message.hpp>
+
+#include "device_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <vector>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+using ringpipe::testing::is_pocl;
+using ringpipe::testing::is_rusticl;
+
+namespace {
+
+using msg16 = test_message<16>;
+using map16 = ring_kernel<msg16, msg16>;
+
+kernel_spec test_kernel(const char* name, std::size_t bytes = 16) { return {test_stages_source(bytes), name, ""}; }
+
+// Streams `count` messages host -> in -> kernel(s) -> out -> host from one thread, interleaving
+// pushes and pops, and checks every message: exactly once, in order, transformed `hops` times.
+// `keep` says which sequence numbers survive (filters).
+template <class Keep>
+void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, int hops, Keep keep,
+            std::initializer_list<ring_kernel_base*> kernels) {
+  std::vector<msg16> batch(256), got(256);
+  std::uint32_t sent = 0, expected = 0, received = 0;
+  auto last_progress = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (;;) {
+    bool progress = false;
+    if (sent < count) {
+      const auto n = std::min<std::uint32_t>(count - sent, static_cast<std::uint32_t>(batch.size()));
+      for (std::uint32_t i = 0; i < n; ++i) batch[i] = make_test_message<16>(sent + i);
+      const auto pushed = static_cast<std::uint32_t>(in.push_n(std::span(batch).first(n)));
+      sent += pushed;
+      progress |= pushed > 0;
+      if (pushed > 0)
+        for (auto* k : kernels) k->notify();
+    } else if (!closed) {
+      in.close();
+      closed = true;
+      for (auto* k : kernels) k->notify();
+    }
+    const auto popped = out.pop_n(got);
+    for (std::size_t i = 0; i < popped; ++i) {
+      while (!keep(expected)) ++expected;
+      ASSERT_EQ(got[i].seq, expected) << "message lost, duplicated or reordered after " << received;
+      ASSERT_EQ(got[i].check, test_check_after(expected, hops)) << "seq " << expected;
+      ASSERT_EQ(got[i].payload[0], expected);
+      ++expected;
+      ++received;
+    }
+    progress |= popped > 0;
+    if (closed && out.drained()) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (progress) {
+      last_progress = now;
+    } else if (now - last_progress > 20s) {
+      for (auto* k : kernels)
+        if (auto f = k->failure()) std::rethrow_exception(f);
+      FAIL() << "no progress for 20 s after " << sent << " sent, " << received << " received";
+    }
+  }
+  while (expected < count && !keep(expected)) ++expected;
+  EXPECT_EQ(expected, count) << "the stream ended early";
+  for (auto* k : kernels) k->wait(10s);
+}
+
+void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, ring_kernel_base& k) {
+  stream(in, out, count, 1, [](std::uint32_t) { return true; }, {&k});
+}
+
+struct mode_case {
+  kernel_mode mode;
+  std::uint32_t capacity;
+  std::uint32_t count;
+};
+std::string case_name(const ::testing::TestParamInfo<mode_case>& p) {
+  return std::string(to_string(p.param.mode)) + "_capacity" + std::to_string(p.param.capacity);
+}
+
+class KernelModes : public ringpipe::testing::device_test, public ::testing::WithParamInterface<mode_case> {};
+
+// One million messages host -> kernel -> host in each mode the device supports.
+TEST_P(KernelModes, MillionMessagesExactlyOnceInOrder) {
+  const auto [mode, capacity, count] = GetParam();
+  const auto& dev = topo()[0];
+  if (!dev.info().supports(mode)) GTEST_SKIP() << dev.name() << " does not support " << to_string(mode);
+  ring<msg16> in(dev, capacity, {"in"}), out(dev, capacity, {"out"});
+  kernel_options options;
+  options.mode = mode;
+  map16 k(rt(), dev, test_kernel("test_map"), options);
+  k.start(in, out);
+  EXPECT_EQ(k.mode(), mode);
+  stream(in, out, count, k);
+  EXPECT_EQ(k.state(), kernel_state::stopped);
+  EXPECT_EQ(k.stats().msgs_in, count);
+  EXPECT_EQ(k.stats().msgs_out, count);
+  if (mode == kernel_mode::persistent) {
+    EXPECT_EQ(k.stats().launches, 1u);
+  }
+}
+
+// PoCL: persistent and parked over SVM, and batched launches over the same rings.
+INSTANTIATE_TEST_SUITE_P(Pocl, KernelModes,
+                         ::testing::Values(mode_case{kernel_mode::persistent, 1, 1'000'000},
+                                           mode_case{kernel_mode::persistent, 2, 1'000'000},
+                                           mode_case{kernel_mode::persistent, 1024, 1'000'000},
+                                           mode_case{kernel_mode::parked, 1, 1'000'000},
+                                           mode_case{kernel_mode::parked, 2, 1'000'000},
+                                           mode_case{kernel_mode::parked, 1024, 1'000'000},
+                                           mode_case{kernel_mode::batched, 1024, 1'000'000}),
+                         case_name);
+// rusticl: batched through device buffers. One launch per batch costs tens of microseconds, so
+// the capacity-1 and -2 runs send fewer messages (a launch per message or two).
+INSTANTIATE_TEST_SUITE_P(Rusticl, KernelModes,
+                         ::testing::Values(mode_case{kernel_mode::batched, 1, 3'000},
+                                           mode_case{kernel_mode::batched, 2, 6'000},
+                                           mode_case{kernel_mode::batched, 1024, 1'000'000}),
+                         case_name);
+
+using KernelTest = ringpipe::testing::device_test;
+
+TEST_F(KernelTest, AnyDeviceCountersStartingBelowTheWrap) {
+  const auto& dev = topo()[0];
+  const std::uint32_t start = 0xffffffffu - 5000;
+  ring<msg16> in(dev, 256, {"in", start}), out(dev, 256, {"out", start});
+  map16 k(rt(), dev, test_kernel("test_map"));
+  k.start(in, out);
+  stream(in, out, 100'000, k);
+  EXPECT_LT(in.buffer().header()->head, start) << "counters wrapped";
+}
+
+TEST_F(KernelTest, AnyDeviceFilterDropsMessagesAndKeepsOrder) {
+  const auto& dev = topo()[0];
+  ring<msg16> in(dev, 64, {"in"}), out(dev, 64, {"out"});
+  map16 k(rt(), dev, test_kernel("test_filter_even"));
+  k.start(in, out);
+  stream(in, out, 100'001, 1, [](std::uint32_t s) { return s % 2 == 0; }, {&k});
+  EXPECT_EQ(k.stats().msgs_in, 100'001u);
+  EXPECT_EQ(k.stats().msgs_out, 50'001u);
+}
+
+TEST_F(KernelTest, AnyDeviceSizeMismatchIsRefusedBeforeAnythingRuns) {
+  const auto& dev = topo()[0];
+  try {
+    map16 k(rt(), dev, test_kernel("test_map", 32));
+    FAIL() << "a 16-byte host type was accepted for a 32-byte kernel";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::message_size));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kernel 'test_map' was declared for 32-byte messages in"), std::string::npos) << what;
+    EXPECT_NE(what.find("host type gives 16-byte messages"), std::string::npos) << what;
+  }
+  map16 k(rt(), dev, test_kernel("test_map"));
+  ring<test_message<32>> wide(dev, 4, {"wide"});
+  ring<msg16> out(dev, 4, {"out"});
+  try {
+    k.start_buffers(wide.shared_buffer(), out.shared_buffer());
+    FAIL() << "a ring of 32-byte slots was connected to a 16-byte kernel";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::message_size));
+    EXPECT_NE(std::string(e.what()).find("input ring 'wide' has 32-byte slots"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(KernelTest, AnyDeviceBuildErrorNamesTheKernel) {
+  const auto& dev = topo()[0];
+  kernel_spec spec{"#include <ringpipe/stage.clh>\nbool f(const int* a, int* b) { *b = *a return true; }\n"
+                   "RINGPIPE_MAP_KERNEL(bad_stage, int, int, f)\n",
+                   "bad_stage", ""};
+  try {
+    ring_kernel<int, int> k(rt(), dev, spec);
+    FAIL();
+  } catch (const build_error& e) {
+    EXPECT_EQ(e.kernel_name(), "bad_stage");
+    EXPECT_NE(std::string(e.what()).find("kernel 'bad_stage' failed to build"), std::string::npos);
+    EXPECT_NE(e.build_log().find("expected ';'"), std::string::npos) << e.build_log();
+  }
+}
+
+TEST_F(KernelTest, AnyDeviceKernelErrorCodeFailsWithItsName) {
+  const auto& dev = topo()[0];
+  ring<msg16> in(dev, 16, {"in"}), out(dev, 16, {"out"});
+  map16 k(rt(), dev, test_kernel("test_fail_at"));
+  k.set_arg(0, std::uint32_t{10});
+  k.start(in, out);
+  for (std::uint32_t s = 0; s < 12; ++s) in.push(make_test_message<16>(s), 5s);
+  k.notify();
+  try {
+    k.wait(20s);
+    FAIL() << "a kernel that set an error code finished cleanly";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::kernel_fault));
+    EXPECT_NE(std::string(e.what()).find("kernel 'test_fail_at'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("error code 42"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(k.state(), kernel_state::faulted);
+  EXPECT_EQ(out.size(), 10u) << "messages before the fault were delivered";
+}
+
+TEST_F(KernelTest, AnyDeviceStopDrainsWhatIsQueued) {
+  const auto& dev = topo()[0];
+  ring<msg16> in(dev, 256, {"in"}), out(dev, 256, {"out"});
+  map16 k(rt(), dev, test_kernel("test_map"));
+  for (std::uint32_t s = 0; s < 200; ++s) ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
+  k.start(in, out);
+  k.stop(20s);
+  EXPECT_EQ(k.state(), kernel_state::stopped);
+  EXPECT_EQ(out.size(), 200u) << "stop() drains the queued messages first";
+  EXPECT_FALSE(out.closed()) << "a stop is not an end of stream";
+}
+
+TEST_F(KernelTest, AnyDeviceStopTimeoutNamesTheKernelAndItsRings) {
+  const auto& dev = topo()[0];
+  ring<msg16> in(dev, 8, {"stuck-in"}), out(dev, 2, {"stuck-out"});
+  map16 k(rt(), dev, test_kernel("test_map"));
+  for (std::uint32_t s = 0; s < 8; ++s) ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
+  k.start(in, out);
+  try {
+    k.stop(200ms);  // nobody pops `out`: the kernel cannot drain its input
+    FAIL() << "stop() returned although the output was full";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::timeout));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kernel 'test_map'"), std::string::npos) << what;
+    EXPECT_NE(what.find("did not stop within 200 ms"), std::string::npos) << what;
+    EXPECT_NE(what.find("ring 'stuck-in'"), std::string::npos) << what;
+    EXPECT_NE(what.find("'stuck-out' fill 2/2"), std::string::npos) << what;
+  }
+  // The destructor stops it at once; nothing hangs.
+}
+
+TEST_F(KernelTest, PersistentOnRusticlIsRefusedWithTheReason) {
+  const auto rusticl = ringpipe::testing::find_device(topo(), is_rusticl);
+  RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device");
+  const auto& dev = topo()[*rusticl];
+  ring<msg16> in(dev, 4), out(dev, 4);
+  kernel_options options;
+  options.mode = kernel_mode::persistent;
+  map16 k(rt(), dev, test_kernel("test_map"), options);
+  try {
+    k.start(in, out);
+    FAIL() << "persistent mode accepted on a device without fine-grained SVM";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::unsupported_mode));
+    EXPECT_NE(std::string(e.what()).find("fine_buffer=no"), std::string::npos) << e.what();
+  }
+  map16 auto_mode(rt(), dev, test_kernel("test_map"));
+  auto_mode.start(in, out);
+  EXPECT_EQ(auto_mode.mode(), kernel_mode::batched);
+  stream(in, out, 10'000, auto_mode);
+}
+
+// More kernels than the worker budget: the ones beyond it are parked and take turns; a chain of
+// them still moves every message. A forced persistent kernel beyond the budget is refused.
+TEST_F(KernelTest, PoclKernelsBeyondTheBudgetAreParkedOrRefused) {
+  const auto pocl = ringpipe::testing::find_device(topo(), is_pocl);
+  RINGPIPE_REQUIRE_DEVICE(pocl, "PoCL device");
+  const auto& dev = topo()[*pocl];
+  const auto budget = dev.info().persistent_budget;
+  ASSERT_GE(budget, 1u);
+  constexpr int stages = 4;
+  std::vector<ring<msg16>> rings;
+  for (int i = 0; i <= stages; ++i) rings.emplace_back(dev, 64, ring_options{"r" + std::to_string(i)});
+  std::vector<std::unique_ptr<map16>> chain;
+  for (int i = 0; i < stages; ++i) {
+    chain.push_back(std::make_unique<map16>(rt(), dev, test_kernel("test_map")));
+    chain.back()->start(rings[i], rings[i + 1]);
+  }
+  int persistent = 0;
+  for (auto& k : chain) persistent += k->mode() == kernel_mode::persistent;
+  EXPECT_EQ(persistent, static_cast<int>(budget) - 1) << "automatic mode keeps one worker for parked kernels";
+  EXPECT_EQ(chain.back()->mode(), kernel_mode::parked);
+
+  // Fill the rest of the budget with forced persistent kernels; one more is refused.
+  kernel_options forced;
+  forced.mode = kernel_mode::persistent;
+  ring<msg16> spare_in(dev, 4), spare_out(dev, 4);
+  map16 last(rt(), dev, test_kernel("test_map"), forced);
+  last.start(spare_in, spare_out);
+  ring<msg16> extra_in(dev, 4), extra_out(dev, 4);
+  map16 extra(rt(), dev, test_kernel("test_map"), forced);
+  try {
+    extra.start(extra_in, extra_out);
+    FAIL() << "a persistent kernel beyond the budget of " << budget << " was accepted";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::budget_exceeded));
+    EXPECT_NE(std::string(e.what()).find("budget is held by persistent kernels"), std::string::npos) << e.what();
+  }
+  last.stop(10s);
+
+  std::vector<ring_kernel_base*> ks;
+  for (auto& k : chain) ks.push_back(k.get());
+  stream(rings.front(), rings.back(), 200'000, stages, [](std::uint32_t) { return true; },
+         {ks[0], ks[1], ks[2], ks[3]});
+  chain.clear();
+  EXPECT_EQ(dev.budget().in_use(), 0u) << "stopped kernels give their workers back";
+}
+
+TEST_F(KernelTest, PoclDestroyingARunningKernelStopsIt) {
+  const auto pocl = ringpipe::testing::find_device(topo(), is_pocl);
+  RINGPIPE_REQUIRE_DEVICE(pocl, "PoCL device");
+  const auto& dev = topo()[*pocl];
+  ring<msg16> in(dev, 4), out(dev, 4);
+  {
+    kernel_options options;
+    options.mode = kernel_mode::persistent;
+    map16 k(rt(), dev, test_kernel("test_map"), options);
+    k.start(in, out);
+    ASSERT_TRUE(in.try_push(make_test_message<16>(0)));
+    msg16 m{};
+    ASSERT_TRUE(out.pop(m, 10s));
+    EXPECT_EQ(dev.budget().persistent_in_use(), 1u);
+  }
+  EXPECT_EQ(dev.budget().in_use(), 0u);
+}
+
+} // namespace

@@ -1,0 +1,165 @@
+#include <ringpipe/ring.hpp>
+
+#include "device_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct msg {
+  std::uint32_t seq;
+  std::uint32_t check;
+};
+constexpr std::uint32_t check_of(std::uint32_t s) { return s * 2654435761u ^ 0x5bd1e995u; }
+
+// One producer thread and one consumer thread; every message arrives once, in order.
+void stream_between_threads(ring<msg>& r, std::uint32_t count) {
+  std::thread producer([&] {
+    for (std::uint32_t s = 0; s < count; ++s) r.push({s, check_of(s)}, 30s);
+    r.close();
+  });
+  std::uint32_t expected = 0;
+  msg m{};
+  while (r.pop(m, 30s)) {
+    ASSERT_EQ(m.seq, expected) << "lost, duplicated or reordered";
+    ASSERT_EQ(m.check, check_of(m.seq));
+    ++expected;
+  }
+  producer.join();
+  EXPECT_EQ(expected, count);
+  EXPECT_TRUE(r.drained());
+  EXPECT_EQ(r.buffer().pushed(), count);
+  EXPECT_EQ(r.buffer().popped(), count);
+}
+
+TEST(Ring, RefusesCapacityThatIsNotAPowerOfTwo) {
+  EXPECT_THROW(ring<msg>(3), ringpipe::error);
+  EXPECT_THROW(ring<msg>(0), ringpipe::error);
+  try {
+    ring<msg> r(6, {"odd"});
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::invalid_argument));
+    EXPECT_NE(std::string(e.what()).find("ring 'odd'"), std::string::npos);
+  }
+}
+
+TEST(Ring, FullRingRefusesAndEmptyRingHasNothing) {
+  ring<msg> r(2);
+  msg m{};
+  EXPECT_FALSE(r.try_pop(m));
+  EXPECT_TRUE(r.try_push({1, 1}));
+  EXPECT_TRUE(r.try_push({2, 2}));
+  EXPECT_FALSE(r.try_push({3, 3})) << "backpressure: a full ring never overwrites";
+  EXPECT_EQ(r.size(), 2u);
+  ASSERT_TRUE(r.try_pop(m));
+  EXPECT_EQ(m.seq, 1u);
+  EXPECT_TRUE(r.try_push({3, 3}));
+  ASSERT_TRUE(r.try_pop(m));
+  EXPECT_EQ(m.seq, 2u);
+  ASSERT_TRUE(r.try_pop(m));
+  EXPECT_EQ(m.seq, 3u);
+  EXPECT_FALSE(r.try_pop(m));
+  EXPECT_EQ(r.high_water(), 2u);
+}
+
+TEST(Ring, CloseEndsTheStreamAfterQueuedMessages) {
+  ring<msg> r(4);
+  ASSERT_TRUE(r.try_push({7, 7}));
+  r.close();
+  EXPECT_TRUE(r.closed());
+  EXPECT_FALSE(r.drained()) << "one message still queued";
+  msg m{};
+  EXPECT_TRUE(r.pop(m, 1s));
+  EXPECT_EQ(m.seq, 7u);
+  EXPECT_FALSE(r.pop(m, 1s)) << "end of stream";
+  EXPECT_TRUE(r.drained());
+}
+
+TEST(Ring, TimeoutsNameTheRingAndWhatTheyWaitedFor) {
+  ring<msg> r(1, {"narrow"});
+  ASSERT_TRUE(r.try_push({0, 0}));
+  try {
+    r.push({1, 1}, 20ms);
+    FAIL() << "push into a full ring returned";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::timeout));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("push to ring 'narrow'"), std::string::npos) << what;
+    EXPECT_NE(what.find("waiting for room"), std::string::npos) << what;
+  }
+  std::error_code ec;
+  EXPECT_FALSE(r.push({1, 1}, 1ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::timeout));
+  msg m{};
+  ASSERT_TRUE(r.try_pop(m));
+  try {
+    (void)r.pop(m, 20ms);
+    FAIL() << "pop from an empty, open ring returned";
+  } catch (const ringpipe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("pop from ring 'narrow'"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(r.pop(m, 1ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::timeout));
+}
+
+TEST(Ring, BatchesWrapAroundTheSlotArray) {
+  ring<msg> r(8);
+  std::vector<msg> in(6), out(8);
+  std::uint32_t next = 0, expected = 0;
+  for (int round = 0; round < 50; ++round) {
+    for (auto& m : in) m = {next, check_of(next)}, ++next;
+    const auto pushed = r.push_n(in);
+    next -= static_cast<std::uint32_t>(in.size() - pushed);  // what did not fit is sent again
+    const auto popped = r.pop_n(std::span(out).first(5));
+    for (std::size_t i = 0; i < popped; ++i) {
+      ASSERT_EQ(out[i].seq, expected);
+      ASSERT_EQ(out[i].check, check_of(expected));
+      ++expected;
+    }
+  }
+  EXPECT_GT(expected, 200u);
+}
+
+TEST(Ring, CountersWrapAt32Bits) {
+  ring<msg> r(4, {"wrap", 0xffffffffu - 50});
+  std::uint32_t expected = 0;
+  for (std::uint32_t s = 0; s < 200; ++s) {
+    ASSERT_TRUE(r.try_push({s, check_of(s)}));
+    msg m{};
+    ASSERT_TRUE(r.try_pop(m));
+    ASSERT_EQ(m.seq, expected++);
+  }
+  EXPECT_LT(r.buffer().header()->head, 200u) << "head wrapped past zero";
+}
+
+class RingThreads : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(RingThreads, ExactlyOnceInOrder) {
+  ring<msg> r(GetParam());
+  stream_between_threads(r, GetParam() >= 1024 ? 1'000'000 : 200'000);
+}
+
+TEST_P(RingThreads, ExactlyOnceInOrderAcrossTheWrap) {
+  ring<msg> r(GetParam(), {"wrap", 0xffffffffu - 1000});
+  stream_between_threads(r, 100'000);
+}
+
+INSTANTIATE_TEST_SUITE_P(Capacities, RingThreads, ::testing::Values(1u, 2u, 4u, 1024u));
+
+using RingOnDevice = ringpipe::testing::device_test;
+
+TEST_F(RingOnDevice, LivesInSvmWhereTheDeviceSharesMemory) {
+  const auto& dev = topo()[0];
+  ring<msg> r(dev, 64);
+  const bool shared = dev.info().svm.fine_buffer && dev.info().svm.atomics;
+  EXPECT_EQ(r.buffer().memory(), shared ? ring_memory::svm : ring_memory::host);
+  stream_between_threads(r, 100'000);
+}
+
+} // namespace
