@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds ringpipe, and runs the main demo on two PoCL devices.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+build=${RINGPIPE_BUILD_DIR:-build}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j2
+# Until the producer-consumer demo lands, the main job is the device report.
+POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe "$build/tools/ringpipe-info" "$@"
