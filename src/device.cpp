@@ -23,8 +23,7 @@ bool has_extension(const std::string& extensions, std::string_view name) {
   return false;
 }
 
-template <class T>
-T info_or(const cl::Device& d, cl_device_info what, T fallback) {
+template <class T> T info_or(const cl::Device& d, cl_device_info what, T fallback) {
   T value{};
   return clGetDeviceInfo(d(), what, sizeof(T), &value, nullptr) == CL_SUCCESS ? value : fallback;
 }
@@ -109,8 +108,8 @@ device_info probe_device(const cl::Platform& platform, const cl::Device& d) {
   // Budget: PoCL's CPU devices run work-groups on one pool of worker threads, one per compute
   // unit, shared by every PoCL CPU device in the process. Elsewhere assume one resident
   // work-group per compute unit (conservative: a GPU can hold more).
-  const bool pocl_cpu = info.platform.find("Portable Computing Language") != std::string::npos &&
-                        info.type == device_type::cpu;
+  const bool pocl_cpu =
+      info.platform.find("Portable Computing Language") != std::string::npos && info.type == device_type::cpu;
   if (pocl_cpu) info.budget_pool = info.platform + "/cpu-workers"; // else: the device's own (topology)
   info.persistent_budget = resident ? info.compute_units : 0;
   return info;
@@ -121,8 +120,6 @@ device::device(cl::Device dev, device_info info, std::size_t index, std::shared_
     : device_(std::move(dev)), info_(std::make_shared<const device_info>(std::move(info))), index_(index),
       context_(std::move(ctx)), budget_(std::move(budget)) {}
 
-std::string device::label() const {
-  return "#" + std::to_string(index_) + " " + info_->platform + ": " + info_->name;
-}
+std::string device::label() const { return "#" + std::to_string(index_) + " " + info_->platform + ": " + info_->name; }
 
 } // namespace ringpipe

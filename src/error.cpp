@@ -50,7 +50,7 @@ std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), 
 
 const char* opencl_error_name(int status) noexcept {
   switch (status) {
-#define RINGPIPE_CL_NAME(code) \
+#define RINGPIPE_CL_NAME(code)                                                                                         \
   case code: return #code;
     RINGPIPE_CL_NAME(CL_SUCCESS)
     RINGPIPE_CL_NAME(CL_DEVICE_NOT_FOUND)
@@ -123,17 +123,16 @@ const char* opencl_error_name(int status) noexcept {
 
 void throw_opencl_error(int status, const char* where) {
   if (status == -1001) {
-    throw error(errc::no_platform,
-                std::string("no OpenCL platform found (CL_PLATFORM_NOT_FOUND_KHR (-1001) in ") + where +
-                    "): install pocl-opencl-icd, or check OCL_ICD_VENDORS");
+    throw error(errc::no_platform, std::string("no OpenCL platform found (CL_PLATFORM_NOT_FOUND_KHR (-1001) in ") +
+                                       where + "): install pocl-opencl-icd, or check OCL_ICD_VENDORS");
   }
   throw error(std::error_code(status, opencl_category()),
               std::string(opencl_error_name(status)) + " (" + std::to_string(status) + ") in " + where);
 }
 
 build_error::build_error(std::string kernel_name, std::string device_name, std::string log)
-    : error(errc::build_failed, "kernel '" + kernel_name + "' failed to build for device '" + device_name +
-                                    "':\n" + log),
+    : error(errc::build_failed,
+            "kernel '" + kernel_name + "' failed to build for device '" + device_name + "':\n" + log),
       kernel_name_(std::move(kernel_name)), log_(std::move(log)) {}
 
 } // namespace ringpipe

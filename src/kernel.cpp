@@ -32,7 +32,7 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-constexpr std::uint32_t max_group = 256;  // RINGPIPE_MAX_GROUP in cl/ringpipe/stage.clh
+constexpr std::uint32_t max_group = 256; // RINGPIPE_MAX_GROUP in cl/ringpipe/stage.clh
 
 std::string ms(std::chrono::nanoseconds d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
@@ -49,13 +49,16 @@ std::optional<std::pair<std::size_t, std::size_t>> declared_sizes(const cl::Prog
   unsigned long in = 0, out = 0;
   if (pos == std::string::npos ||
       std::sscanf(attributes.c_str() + pos, "work_group_size_hint(%lu ,%lu", &in, &out) != 2 || in == 0 || out == 0) {
-    throw error(errc::message_size, "kernel '" + name + "': cannot read its declared message sizes from its attributes ('" +
+    throw error(errc::message_size, "kernel '" + name +
+                                        "': cannot read its declared message sizes from its attributes ('" +
                                         attributes + "')");
   }
   return std::pair<std::size_t, std::size_t>{in - 1, out - 1};
 }
 
-std::string describe_size(std::size_t bytes) { return bytes == 0 ? "no ring" : std::to_string(bytes) + "-byte messages"; }
+std::string describe_size(std::size_t bytes) {
+  return bytes == 0 ? "no ring" : std::to_string(bytes) + "-byte messages";
+}
 
 } // namespace
 
@@ -77,17 +80,19 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
                                           " in and " + describe_size(sizes->second) + " out, but the host type gives " +
                                           describe_size(in_bytes) + " in and " + describe_size(out_bytes) + " out");
     }
-    kernel = cl_call(("clCreateKernel '" + spec.name + "'").c_str(), [&] { return cl::Kernel(program, spec.name.c_str()); });
+    kernel =
+        cl_call(("clCreateKernel '" + spec.name + "'").c_str(), [&] { return cl::Kernel(program, spec.name.c_str()); });
     queue = cl_call("clCreateCommandQueue", [&] { return cl::CommandQueue(dev.context(), dev.cl_device()); });
     const auto kernel_max = kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.cl_device());
-    const auto limit = static_cast<std::uint32_t>(std::min<std::size_t>({kernel_max, dev.info().max_work_group_size, max_group}));
+    const auto limit =
+        static_cast<std::uint32_t>(std::min<std::size_t>({kernel_max, dev.info().max_work_group_size, max_group}));
     // A kernel that fixes its group size (raw kernels: reqd_work_group_size(1, 1, 1)) gets it.
     const auto required = kernel.getWorkGroupInfo<CL_KERNEL_COMPILE_WORK_GROUP_SIZE>(dev.cl_device())[0];
     if (required != 0 && options.local_size != 0 && options.local_size != required) {
       throw error(errc::invalid_argument, "kernel '" + spec.name + "' requires a group of " + std::to_string(required) +
                                               " work-items, not " + std::to_string(options.local_size));
     }
-    local_size = required != 0                ? static_cast<std::uint32_t>(required)
+    local_size = required != 0             ? static_cast<std::uint32_t>(required)
                  : options.local_size == 0 ? std::min<std::uint32_t>(64, limit)
                                            : options.local_size;
     if (local_size > limit) {
@@ -134,15 +139,16 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       if (!info.supports(chosen_mode)) {
         throw error(errc::unsupported_mode,
                     "kernel '" + spec.name + "' cannot run " + std::string(to_string(chosen_mode)) + " on device '" +
-                        dev.name() + "': that needs fine-grained buffer SVM with SVM atomics and acquire/release "
-                        "atomics (device has fine_buffer=" + (info.svm.fine_buffer ? "yes" : "no") +
-                        ", svm atomics=" + (info.svm.atomics ? "yes" : "no") + ", c11 atomics=" +
-                        (info.c11_atomics ? "yes" : "no") + "); batched mode runs everywhere");
+                        dev.name() +
+                        "': that needs fine-grained buffer SVM with SVM atomics and acquire/release "
+                        "atomics (device has fine_buffer=" +
+                        (info.svm.fine_buffer ? "yes" : "no") + ", svm atomics=" + (info.svm.atomics ? "yes" : "no") +
+                        ", c11 atomics=" + (info.c11_atomics ? "yes" : "no") + "); batched mode runs everywhere");
       }
       if (chosen_mode != kernel_mode::batched && !shared_memory) {
-        throw error(errc::unsupported_mode, "kernel '" + spec.name + "' cannot run " +
-                                                std::string(to_string(chosen_mode)) +
-                                                ": its rings are not in this device's SVM (create them with the device)");
+        throw error(errc::unsupported_mode,
+                    "kernel '" + spec.name + "' cannot run " + std::string(to_string(chosen_mode)) +
+                        ": its rings are not in this device's SVM (create them with the device)");
       }
     } else if (shared_memory && info.supports(kernel_mode::persistent) && dev.budget().persistent_available()) {
       chosen_mode = kernel_mode::persistent;
@@ -156,10 +162,11 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
                                  : chosen_mode == kernel_mode::parked   ? std::max(1u, options.idle_budget)
                                                                         : 1u;
     if (shared_memory) {
-      ctl_svm = static_cast<control_block*>(clSVMAlloc(dev.context()(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER |
-                                                                            CL_MEM_SVM_ATOMICS,
-                                                       sizeof(control_block), 64));
-      if (ctl_svm == nullptr) throw error(std::make_error_code(std::errc::not_enough_memory), "clSVMAlloc of a control block failed");
+      ctl_svm = static_cast<control_block*>(
+          clSVMAlloc(dev.context()(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS,
+                     sizeof(control_block), 64));
+      if (ctl_svm == nullptr)
+        throw error(std::make_error_code(std::errc::not_enough_memory), "clSVMAlloc of a control block failed");
       std::memset(static_cast<void*>(ctl_svm), 0, sizeof(control_block));
       ctl_svm->idle_budget = budget;
       cl_call("clSetKernelArgSVMPointer", [&] {
@@ -171,13 +178,16 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       });
     } else {
       mirror_capacity = 1;
-      while (mirror_capacity < options.batch_capacity) mirror_capacity <<= 1;
+      while (mirror_capacity < options.batch_capacity)
+        mirror_capacity <<= 1;
       host_ctl = {};
       host_ctl.idle_budget = budget;
       cl_call("clCreateBuffer (batch mirrors)", [&] {
         ctl_buffer = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, sizeof(control_block));
-        in_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, sizeof(ring_header) + std::size_t{mirror_capacity} * in->slot_size());
-        out_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, sizeof(ring_header) + std::size_t{mirror_capacity} * out->slot_size());
+        in_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE,
+                               sizeof(ring_header) + std::size_t{mirror_capacity} * in->slot_size());
+        out_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE,
+                                sizeof(ring_header) + std::size_t{mirror_capacity} * out->slot_size());
         kernel.setArg(0, ctl_buffer);
         kernel.setArg(1, in_mirror);
         kernel.setArg(2, out_mirror);
@@ -198,8 +208,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     }
     if (r && r->slot_size() != bytes) {
       throw error(errc::message_size, "kernel '" + spec.name + "' " + side + " ring '" + r->name() + "' has " +
-                                          std::to_string(r->slot_size()) + "-byte slots but the kernel was declared for " +
-                                          describe_size(bytes));
+                                          std::to_string(r->slot_size()) +
+                                          "-byte slots but the kernel was declared for " + describe_size(bytes));
     }
   }
 
@@ -210,8 +220,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     try {
       progress = shared_memory ? tick_shared() : tick_mirrored();
     } catch (const std::exception& e) {
-      fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec.name + "' on device '" + dev.name() +
-                                                                  "' failed: " + e.what())));
+      fail(std::make_exception_ptr(
+          error(errc::kernel_fault, "kernel '" + spec.name + "' on device '" + dev.name() + "' failed: " + e.what())));
       return;
     }
     if (finished_flag.load(std::memory_order_acquire)) return;
@@ -225,8 +235,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       return;
     }
     // Idle: back off to a ceiling that keeps an idle pipeline cheap but still watches heartbeats.
-    const auto ceiling = chosen_mode == kernel_mode::persistent ? std::chrono::microseconds(20000)
-                                                                : std::chrono::microseconds(1000);
+    const auto ceiling =
+        chosen_mode == kernel_mode::persistent ? std::chrono::microseconds(20000) : std::chrono::microseconds(1000);
     idle_delay = std::min(idle_delay * 2, ceiling);
     timer.expires_after(idle_delay);
     timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
@@ -234,7 +244,9 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     });
   }
 
-  std::uint32_t load_ctl(const std::uint32_t& field) const { return std::atomic_ref(const_cast<std::uint32_t&>(field)).load(std::memory_order_acquire); }
+  std::uint32_t load_ctl(const std::uint32_t& field) const {
+    return std::atomic_ref(const_cast<std::uint32_t&>(field)).load(std::memory_order_acquire);
+  }
   void store_ctl(std::uint32_t& field, std::uint32_t v) { std::atomic_ref(field).store(v, std::memory_order_release); }
 
   bool has_work() {
@@ -271,7 +283,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   bool launch() {
     if (dev.info().persistent_budget > 0 && !slot) {
       slot = first_slot ? std::move(first_slot) : dev.budget().try_acquire(chosen_mode, spec.name);
-      if (!slot) return false;  // every worker held for now: retry on the next tick
+      if (!slot) return false; // every worker held for now: retry on the next tick
     }
     const auto stop = stop_request.load(std::memory_order_acquire);
     if (shared_memory) {
@@ -279,7 +291,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       store_ctl(ctl_svm->stop, static_cast<std::uint32_t>(stop));
     }
     cl_call("clEnqueueNDRangeKernel", [&] {
-      queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size), nullptr, &running);
+      queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size), nullptr,
+                                 &running);
       queue.flush();
       return 0;
     });
@@ -295,13 +308,13 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     switch (state) {
     case kernel_state::faulted:
       fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec.name + "' on device '" + dev.name() +
-                                                                  "' reported error code " + std::to_string(code))));
+                                                                 "' reported error code " + std::to_string(code))));
       return false;
     case kernel_state::stopped: return finish(kernel_state::stopped);
     case kernel_state::parked: public_state.store(kernel_state::parked); return true;
     default:
-      fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec.name + "' returned in state " +
-                                                                  std::string(to_string(state)))));
+      fail(std::make_exception_ptr(
+          error(errc::kernel_fault, "kernel '" + spec.name + "' returned in state " + std::string(to_string(state)))));
       return false;
     }
   }
@@ -344,7 +357,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     const std::uint32_t out_start = out_header.head;
     // The mirror holds only this batch: a drain request applies once the batch is all that is left.
     const bool batch_is_everything = !has_input || n == queued;
-    host_ctl.stop = static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
+    host_ctl.stop =
+        static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
     host_ctl.state = static_cast<std::uint32_t>(kernel_state::launched);
 
     staging.resize(std::max<std::size_t>(std::size_t{n} * std::max(in_size, out_size), 1));
@@ -353,7 +367,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
 
     cl_call("batched launch", [&] {
       queue.enqueueWriteBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
-      if (has_input && n > 0) queue.enqueueWriteBuffer(in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size, staging.data());
+      if (has_input && n > 0)
+        queue.enqueueWriteBuffer(in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size, staging.data());
       queue.enqueueWriteBuffer(out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header);
       queue.enqueueWriteBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &host_ctl);
       queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size));
@@ -414,12 +429,14 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     const auto state = static_cast<kernel_state>(load_ctl(ctl_svm->state));
     const auto queued = has_input ? in->size() : 0u;
     std::string why = state == kernel_state::launched
-                          ? "was launched " + ms(now - heartbeat_stamp) + " ago and has not started: every worker of pool '" +
-                                dev.budget().pool() + "' is busy"
-                          : "stalled: its heartbeat stayed at " + std::to_string(beat) + " for " + ms(now - heartbeat_stamp) +
-                                " while " + std::to_string(queued) + " messages waited in ring '" + in->name() + "'";
+                          ? "was launched " + ms(now - heartbeat_stamp) +
+                                " ago and has not started: every worker of pool '" + dev.budget().pool() + "' is busy"
+                          : "stalled: its heartbeat stayed at " + std::to_string(beat) + " for " +
+                                ms(now - heartbeat_stamp) + " while " + std::to_string(queued) +
+                                " messages waited in ring '" + in->name() + "'";
     store_ctl(ctl_svm->stop, static_cast<std::uint32_t>(kernel_stop::now));
-    fail(std::make_exception_ptr(error(errc::stalled, "kernel '" + spec.name + "' on device '" + dev.name() + "' " + why)));
+    fail(std::make_exception_ptr(
+        error(errc::stalled, "kernel '" + spec.name + "' on device '" + dev.name() + "' " + why)));
   }
 
   bool finish(kernel_state state) {
@@ -454,7 +471,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
 
   // After a failure: wait for the launch to return before releasing its worker.
   void reap() {
-    if (running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() == CL_COMPLETE || running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() < 0) {
+    if (running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() == CL_COMPLETE ||
+        running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() < 0) {
       in_flight = false;
       finish(kernel_state::faulted);
       return;
@@ -468,7 +486,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   // ---- requests from other threads ----
   void request_stop(kernel_stop s) {
     auto current = stop_request.load();
-    while (static_cast<std::uint32_t>(s) > static_cast<std::uint32_t>(current) && !stop_request.compare_exchange_weak(current, s)) {
+    while (static_cast<std::uint32_t>(s) > static_cast<std::uint32_t>(current) &&
+           !stop_request.compare_exchange_weak(current, s)) {
     }
     if (ctl_svm != nullptr) store_ctl(ctl_svm->stop, static_cast<std::uint32_t>(stop_request.load()));
     wake();
@@ -489,10 +508,13 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   }
 
   std::string describe() {
-    std::string s = "kernel '" + spec.name + "' on device '" + dev.name() + "' (" + std::string(to_string(chosen_mode)) +
-                    ", state " + std::string(to_string(public_state.load())) + ")";
+    std::string s = "kernel '" + spec.name + "' on device '" + dev.name() + "' (" +
+                    std::string(to_string(chosen_mode)) + ", state " + std::string(to_string(public_state.load())) +
+                    ")";
     if (has_input) s += ", " + std::to_string(in->size()) + " messages queued in ring '" + in->name() + "'";
-    if (has_output) s += ", output ring '" + out->name() + "' fill " + std::to_string(out->size()) + "/" + std::to_string(out->capacity());
+    if (has_output)
+      s += ", output ring '" + out->name() + "' fill " + std::to_string(out->size()) + "/" +
+           std::to_string(out->capacity());
     return s;
   }
 
@@ -598,8 +620,10 @@ void ring_kernel_base::stop(std::chrono::nanoseconds timeout, std::error_code& e
   ec.clear();
   if (!proxy_->started) return;
   proxy_->request_stop(kernel_stop::drain);
-  if (!proxy_->wait_finished(timeout)) ec = make_error_code(errc::timeout);
-  else if (failure()) ec = make_error_code(errc::kernel_fault);
+  if (!proxy_->wait_finished(timeout))
+    ec = make_error_code(errc::timeout);
+  else if (failure())
+    ec = make_error_code(errc::kernel_fault);
 }
 
 void ring_kernel_base::stop(std::chrono::nanoseconds timeout) {

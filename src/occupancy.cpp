@@ -25,9 +25,8 @@ std::uint32_t occupancy::in_use() const {
 
 std::uint32_t occupancy::persistent_in_use() const {
   std::lock_guard lock(mutex_);
-  return static_cast<std::uint32_t>(std::count_if(holders_.begin(), holders_.end(), [](const holder& h) {
-    return h.mode == kernel_mode::persistent;
-  }));
+  return static_cast<std::uint32_t>(std::count_if(holders_.begin(), holders_.end(),
+                                                  [](const holder& h) { return h.mode == kernel_mode::persistent; }));
 }
 
 bool occupancy::persistent_available() const {
@@ -53,9 +52,8 @@ occupancy::slot occupancy::try_acquire(kernel_mode mode, const std::string& kern
   if (persistent >= budget_) {
     throw error(errc::budget_exceeded,
                 "kernel '" + kernel + "' (" + std::string(to_string(mode)) + ") can never run on pool '" + pool_ +
-                    "': its " + std::to_string(budget_) +
-                    " resident-kernel budget is held by persistent kernels " + persistent_names_locked() +
-                    "; use parked or batched mode, or fewer persistent kernels");
+                    "': its " + std::to_string(budget_) + " resident-kernel budget is held by persistent kernels " +
+                    persistent_names_locked() + "; use parked or batched mode, or fewer persistent kernels");
   }
   // A persistent kernel reserves its worker at once: a parked or batched kernel that holds one
   // now always leaves, and the device starts the persistent launch then. Transient kernels wait

@@ -47,8 +47,8 @@ ring_buffer::ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_
                   "ring '" + options.name + "': " + std::to_string(bytes_) + " bytes exceed device '" + dev.name() +
                       "' maximum allocation of " + std::to_string(dev.info().max_alloc) + " bytes");
     }
-    void* p = clSVMAlloc(dev.context()(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS,
-                         bytes_, 64);
+    void* p =
+        clSVMAlloc(dev.context()(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS, bytes_, 64);
     if (p == nullptr) {
       throw error(std::make_error_code(std::errc::not_enough_memory),
                   "ring '" + options.name + "': clSVMAlloc of " + std::to_string(bytes_) + " bytes failed on device '" +
@@ -127,7 +127,8 @@ std::size_t ring_buffer::push_n_bytes(const void* messages, std::size_t count) n
     // Copy up to the end of the slot array in one piece.
     const auto index = (head + i) & (capacity_ - 1);
     const auto run = std::min(n - i, capacity_ - index);
-    std::memcpy(slot(head + i), src + static_cast<std::size_t>(i) * slot_size_, static_cast<std::size_t>(run) * slot_size_);
+    std::memcpy(slot(head + i), src + static_cast<std::size_t>(i) * slot_size_,
+                static_cast<std::size_t>(run) * slot_size_);
     i += run;
   }
   if (n > 0) {
@@ -166,7 +167,8 @@ std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept
   for (std::uint32_t i = 0; i < n;) {
     const auto index = (tail + i) & (capacity_ - 1);
     const auto run = std::min(n - i, capacity_ - index);
-    std::memcpy(dst + static_cast<std::size_t>(i) * slot_size_, slot(tail + i), static_cast<std::size_t>(run) * slot_size_);
+    std::memcpy(dst + static_cast<std::size_t>(i) * slot_size_, slot(tail + i),
+                static_cast<std::size_t>(run) * slot_size_);
     i += run;
   }
   if (n > 0) {

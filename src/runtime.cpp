@@ -6,13 +6,15 @@ runtime::runtime(topology devices, runtime_options options)
     : topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)) {
   const unsigned n = options.threads == 0 ? 1 : options.threads;
   threads_.reserve(n);
-  for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { io_.run(); });
+  for (unsigned i = 0; i < n; ++i)
+    threads_.emplace_back([this] { io_.run(); });
 }
 
 runtime::~runtime() {
   work_.reset();
   io_.stop();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_)
+    t.join();
 }
 
 } // namespace ringpipe

@@ -19,15 +19,15 @@ std::vector<cl::Platform> all_platforms() {
   cl_uint count = 0;
   const cl_int status = clGetPlatformIDs(0, nullptr, &count);
   if (status == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (status == CL_SUCCESS && count == 0)) {
-    throw error(errc::no_platform,
-                "no OpenCL platform found: install pocl-opencl-icd (or check OCL_ICD_VENDORS)");
+    throw error(errc::no_platform, "no OpenCL platform found: install pocl-opencl-icd (or check OCL_ICD_VENDORS)");
   }
   if (status != CL_SUCCESS) throw_opencl_error(status, "clGetPlatformIDs");
   std::vector<cl_platform_id> ids(count);
   if (const cl_int s = clGetPlatformIDs(count, ids.data(), nullptr); s != CL_SUCCESS)
     throw_opencl_error(s, "clGetPlatformIDs");
   std::vector<cl::Platform> platforms;
-  for (auto id : ids) platforms.emplace_back(id, true);
+  for (auto id : ids)
+    platforms.emplace_back(id, true);
   return platforms;
 }
 
@@ -57,7 +57,7 @@ link_kind choose_link(const device& from, const device& to) {
 topology topology::discover(const discovery_options& options) {
   topology topo;
   const auto filter = lower(options.device_filter);
-  std::vector<std::string> seen;  // every device found, for the "filter matched none" message
+  std::vector<std::string> seen; // every device found, for the "filter matched none" message
   std::map<std::string, std::shared_ptr<occupancy>> pools;
 
   for (const auto& platform : all_platforms()) {
@@ -66,7 +66,7 @@ topology topology::discover(const discovery_options& options) {
       platform_name = platform.getInfo<CL_PLATFORM_NAME>();
       std::vector<cl::Device> found;
       const cl_int status = platform.getDevices(CL_DEVICE_TYPE_ALL, &found);
-      if (status == CL_DEVICE_NOT_FOUND) continue;  // e.g. rusticl without RUSTICL_ENABLE
+      if (status == CL_DEVICE_NOT_FOUND) continue; // e.g. rusticl without RUSTICL_ENABLE
       std::vector<cl::Device> chosen;
       for (auto& d : found) {
         const auto label = platform_name + ": " + d.getInfo<CL_DEVICE_NAME>();
@@ -98,18 +98,21 @@ topology topology::discover(const discovery_options& options) {
     std::string message;
     if (!filter.empty() && !seen.empty()) {
       message = "device filter '" + options.device_filter + "' matched no device; found:";
-      for (const auto& s : seen) message += "\n  " + s;
+      for (const auto& s : seen)
+        message += "\n  " + s;
     } else {
       message = "no OpenCL device found: install pocl-opencl-icd (or set RUSTICL_ENABLE=llvmpipe for rusticl)";
     }
-    for (const auto& f : topo.failures_) message += "\n  platform '" + f.platform + "' failed: " + f.what;
+    for (const auto& f : topo.failures_)
+      message += "\n  platform '" + f.platform + "' failed: " + f.what;
     throw error(errc::no_device, message);
   }
 
   const auto n = topo.devices_.size();
   topo.links_.reserve(n * n);
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < n; ++j) topo.links_.push_back(choose_link(topo.devices_[i], topo.devices_[j]));
+    for (std::size_t j = 0; j < n; ++j)
+      topo.links_.push_back(choose_link(topo.devices_[i], topo.devices_[j]));
   return topo;
 }
 

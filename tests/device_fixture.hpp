@@ -13,12 +13,13 @@
 
 namespace ringpipe::testing {
 
-inline bool is_pocl(const device& d) { return d.info().platform.find("Portable Computing Language") != std::string::npos; }
+inline bool is_pocl(const device& d) {
+  return d.info().platform.find("Portable Computing Language") != std::string::npos;
+}
 inline bool is_rusticl(const device& d) { return d.info().platform == "rusticl"; }
 
 /// Index of the first device on which pred holds.
-template <class Pred>
-std::optional<std::size_t> find_device(const topology& t, Pred pred) {
+template <class Pred> std::optional<std::size_t> find_device(const topology& t, Pred pred) {
   for (const auto& d : t.devices())
     if (pred(d)) return d.index();
   return std::nullopt;
@@ -32,11 +33,11 @@ protected:
   }
   static runtime& rt() { return *runtime_; }
   static const topology& topo() { return runtime_->devices(); }
-  inline static runtime* runtime_ = nullptr;  // lives until exit: kernels of every test share it
+  inline static runtime* runtime_ = nullptr; // lives until exit: kernels of every test share it
 };
 
 } // namespace ringpipe::testing
 
 /// Skips the test, naming what the environment lacks, unless `opt` found a device.
-#define RINGPIPE_REQUIRE_DEVICE(opt, what)                                                  \
+#define RINGPIPE_REQUIRE_DEVICE(opt, what)                                                                             \
   if (!(opt)) GTEST_SKIP() << "no " << (what) << " in this environment (see ringpipe-info)"

@@ -89,7 +89,7 @@ TEST(OnePocl, FilterMatchingNothingNamesTheDevicesFound) {
 
 TEST(OnePocl, FilterKeepsMatchingDevicesOnly) {
   discovery_options options;
-  options.device_filter = "portable computing";  // case-insensitive
+  options.device_filter = "portable computing"; // case-insensitive
   const auto topo = topology::discover(options);
   ASSERT_EQ(topo.size(), 1u);
   EXPECT_TRUE(is_pocl(topo[0]));

@@ -35,20 +35,24 @@ void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, int hops, Ke
     bool progress = false;
     if (sent < count) {
       const auto n = std::min<std::uint32_t>(count - sent, static_cast<std::uint32_t>(batch.size()));
-      for (std::uint32_t i = 0; i < n; ++i) batch[i] = make_test_message<16>(sent + i);
+      for (std::uint32_t i = 0; i < n; ++i)
+        batch[i] = make_test_message<16>(sent + i);
       const auto pushed = static_cast<std::uint32_t>(in.push_n(std::span(batch).first(n)));
       sent += pushed;
       progress |= pushed > 0;
       if (pushed > 0)
-        for (auto* k : kernels) k->notify();
+        for (auto* k : kernels)
+          k->notify();
     } else if (!closed) {
       in.close();
       closed = true;
-      for (auto* k : kernels) k->notify();
+      for (auto* k : kernels)
+        k->notify();
     }
     const auto popped = out.pop_n(got);
     for (std::size_t i = 0; i < popped; ++i) {
-      while (!keep(expected)) ++expected;
+      while (!keep(expected))
+        ++expected;
       ASSERT_EQ(got[i].seq, expected) << "message lost, duplicated or reordered after " << received;
       ASSERT_EQ(got[i].check, test_check_after(expected, hops)) << "seq " << expected;
       ASSERT_EQ(got[i].payload[0], expected);
@@ -66,9 +70,11 @@ void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, int hops, Ke
       FAIL() << "no progress for 20 s after " << sent << " sent, " << received << " received";
     }
   }
-  while (expected < count && !keep(expected)) ++expected;
+  while (expected < count && !keep(expected))
+    ++expected;
   EXPECT_EQ(expected, count) << "the stream ended early";
-  for (auto* k : kernels) k->wait(10s);
+  for (auto* k : kernels)
+    k->wait(10s);
 }
 
 void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, ring_kernel_base& k) {
@@ -190,7 +196,8 @@ TEST_F(KernelTest, AnyDeviceKernelErrorCodeFailsWithItsName) {
   map16 k(rt(), dev, test_kernel("test_fail_at"));
   k.set_arg(0, std::uint32_t{10});
   k.start(in, out);
-  for (std::uint32_t s = 0; s < 12; ++s) in.push(make_test_message<16>(s), 5s);
+  for (std::uint32_t s = 0; s < 12; ++s)
+    in.push(make_test_message<16>(s), 5s);
   k.notify();
   try {
     k.wait(20s);
@@ -208,7 +215,8 @@ TEST_F(KernelTest, AnyDeviceStopDrainsWhatIsQueued) {
   const auto& dev = topo()[0];
   ring<msg16> in(dev, 256, {"in"}), out(dev, 256, {"out"});
   map16 k(rt(), dev, test_kernel("test_map"));
-  for (std::uint32_t s = 0; s < 200; ++s) ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
+  for (std::uint32_t s = 0; s < 200; ++s)
+    ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
   k.start(in, out);
   k.stop(20s);
   EXPECT_EQ(k.state(), kernel_state::stopped);
@@ -220,10 +228,11 @@ TEST_F(KernelTest, AnyDeviceStopTimeoutNamesTheKernelAndItsRings) {
   const auto& dev = topo()[0];
   ring<msg16> in(dev, 8, {"stuck-in"}), out(dev, 2, {"stuck-out"});
   map16 k(rt(), dev, test_kernel("test_map"));
-  for (std::uint32_t s = 0; s < 8; ++s) ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
+  for (std::uint32_t s = 0; s < 8; ++s)
+    ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
   k.start(in, out);
   try {
-    k.stop(200ms);  // nobody pops `out`: the kernel cannot drain its input
+    k.stop(200ms); // nobody pops `out`: the kernel cannot drain its input
     FAIL() << "stop() returned although the output was full";
   } catch (const ringpipe::error& e) {
     EXPECT_EQ(e.code(), make_error_code(errc::timeout));
@@ -267,14 +276,16 @@ TEST_F(KernelTest, PoclKernelsBeyondTheBudgetAreParkedOrRefused) {
   ASSERT_GE(budget, 1u);
   constexpr int stages = 4;
   std::vector<ring<msg16>> rings;
-  for (int i = 0; i <= stages; ++i) rings.emplace_back(dev, 64, ring_options{"r" + std::to_string(i)});
+  for (int i = 0; i <= stages; ++i)
+    rings.emplace_back(dev, 64, ring_options{"r" + std::to_string(i)});
   std::vector<std::unique_ptr<map16>> chain;
   for (int i = 0; i < stages; ++i) {
     chain.push_back(std::make_unique<map16>(rt(), dev, test_kernel("test_map")));
     chain.back()->start(rings[i], rings[i + 1]);
   }
   int persistent = 0;
-  for (auto& k : chain) persistent += k->mode() == kernel_mode::persistent;
+  for (auto& k : chain)
+    persistent += k->mode() == kernel_mode::persistent;
   EXPECT_EQ(persistent, static_cast<int>(budget) - 1) << "automatic mode keeps one worker for parked kernels";
   EXPECT_EQ(chain.back()->mode(), kernel_mode::parked);
 
@@ -296,7 +307,8 @@ TEST_F(KernelTest, PoclKernelsBeyondTheBudgetAreParkedOrRefused) {
   last.stop(10s);
 
   std::vector<ring_kernel_base*> ks;
-  for (auto& k : chain) ks.push_back(k.get());
+  for (auto& k : chain)
+    ks.push_back(k.get());
   stream(rings.front(), rings.back(), 200'000, stages, [](std::uint32_t) { return true; },
          {ks[0], ks[1], ks[2], ks[3]});
   chain.clear();

@@ -21,7 +21,8 @@ constexpr std::uint32_t check_of(std::uint32_t s) { return s * 2654435761u ^ 0x5
 // One producer thread and one consumer thread; every message arrives once, in order.
 void stream_between_threads(ring<msg>& r, std::uint32_t count) {
   std::thread producer([&] {
-    for (std::uint32_t s = 0; s < count; ++s) r.push({s, check_of(s)}, 30s);
+    for (std::uint32_t s = 0; s < count; ++s)
+      r.push({s, check_of(s)}, 30s);
     r.close();
   });
   std::uint32_t expected = 0;
@@ -113,9 +114,10 @@ TEST(Ring, BatchesWrapAroundTheSlotArray) {
   std::vector<msg> in(6), out(8);
   std::uint32_t next = 0, expected = 0;
   for (int round = 0; round < 50; ++round) {
-    for (auto& m : in) m = {next, check_of(next)}, ++next;
+    for (auto& m : in)
+      m = {next, check_of(next)}, ++next;
     const auto pushed = r.push_n(in);
-    next -= static_cast<std::uint32_t>(in.size() - pushed);  // what did not fit is sent again
+    next -= static_cast<std::uint32_t>(in.size() - pushed); // what did not fit is sent again
     const auto popped = r.pop_n(std::span(out).first(5));
     for (std::size_t i = 0; i < popped; ++i) {
       ASSERT_EQ(out[i].seq, expected);

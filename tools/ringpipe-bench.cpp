@@ -36,7 +36,9 @@ struct settings {
   std::uint32_t rtt_samples() const { return quick ? 2'000 : 20'000; }
 };
 
-double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
@@ -60,7 +62,8 @@ double stream_through(ring<test_message<N>>& in, ring<test_message<N>>& out, rin
   while (received < count) {
     if (sent < count) {
       const auto n = std::min<std::uint32_t>(count - sent, static_cast<std::uint32_t>(batch.size()));
-      for (std::uint32_t i = 0; i < n; ++i) batch[i] = make_test_message<N>(sent + i);
+      for (std::uint32_t i = 0; i < n; ++i)
+        batch[i] = make_test_message<N>(sent + i);
       const auto pushed = static_cast<std::uint32_t>(in.push_n(std::span(batch).first(n)));
       if (pushed > 0 && k.mode() != kernel_mode::persistent) k.notify();
       sent += pushed;
@@ -70,14 +73,17 @@ double stream_through(ring<test_message<N>>& in, ring<test_message<N>>& out, rin
       if (got[i].seq != received || got[i].check != test_check_after(received, 1))
         throw std::runtime_error("message " + std::to_string(received) + " lost or corrupted");
     }
-    if (popped > 0) last = clock_type::now();
-    else if (clock_type::now() - last > 20s) throw std::runtime_error("stream made no progress for 20 s");
+    if (popped > 0)
+      last = clock_type::now();
+    else if (clock_type::now() - last > 20s)
+      throw std::runtime_error("stream made no progress for 20 s");
   }
   return seconds_since(t0);
 }
 
 template <std::size_t N>
-std::vector<double> round_trips(ring<test_message<N>>& in, ring<test_message<N>>& out, ring_kernel_base& k, std::uint32_t samples) {
+std::vector<double> round_trips(ring<test_message<N>>& in, ring<test_message<N>>& out, ring_kernel_base& k,
+                                std::uint32_t samples) {
   std::vector<double> us;
   us.reserve(samples);
   test_message<N> m{};
@@ -95,7 +101,9 @@ std::vector<double> round_trips(ring<test_message<N>>& in, ring<test_message<N>>
 template <std::size_t N>
 void host_to_kernel(runtime& rt, const device& dev, const settings& s, std::vector<result>& out) {
   for (auto mode : dev.info().modes) {
-    result r{"host_to_kernel", {{"msg_bytes", std::to_string(N)}, {"mode", std::string(to_string(mode))}, {"device", dev.name()}}, {}};
+    result r{"host_to_kernel",
+             {{"msg_bytes", std::to_string(N)}, {"mode", std::string(to_string(mode))}, {"device", dev.name()}},
+             {}};
     kernel_options options;
     options.mode = mode;
     const std::uint32_t count = N >= 4096 ? s.stream_messages() / 10 : s.stream_messages();
@@ -110,16 +118,16 @@ void host_to_kernel(runtime& rt, const device& dev, const settings& s, std::vect
       k.wait(30s);
     }
     out.push_back(r);
-    std::cerr << "  host_to_kernel " << N << " B " << to_string(mode) << ": " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 "
-              << r.metrics["rtt_p50_us"] << " us\n";
+    std::cerr << "  host_to_kernel " << N << " B " << to_string(mode) << ": " << r.metrics["msgs_per_s"]
+              << " msgs/s, rtt p50 " << r.metrics["rtt_p50_us"] << " us\n";
   }
 }
 
 // One launch and finish per message, through plain buffers.
-template <std::size_t N>
-void relaunch_baseline(const device& dev, const settings& s, std::vector<result>& out) {
+template <std::size_t N> void relaunch_baseline(const device& dev, const settings& s, std::vector<result>& out) {
   result r{"host_to_kernel.relaunch_baseline", {{"msg_bytes", std::to_string(N)}, {"device", dev.name()}}, {}};
-  const auto source = resolve_includes("#define RP_MSG_BYTES " + std::to_string(N) + "\n#include <stages/relaunch_baseline.cl>\n");
+  const auto source =
+      resolve_includes("#define RP_MSG_BYTES " + std::to_string(N) + "\n#include <stages/relaunch_baseline.cl>\n");
   auto program = dev.programs().get(dev, source, base_build_options(dev), "relaunch_step");
   cl::Kernel kernel(program, "relaunch_step");
   cl::CommandQueue queue(dev.context(), dev.cl_device());
@@ -132,11 +140,13 @@ void relaunch_baseline(const device& dev, const settings& s, std::vector<result>
     queue.enqueueWriteBuffer(in_buf, CL_FALSE, 0, N, &m);
     queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(1), cl::NDRange(1));
     queue.enqueueReadBuffer(out_buf, CL_TRUE, 0, N, &got);
-    if (got.seq != seq || got.check != test_check_after(seq, 1)) throw std::runtime_error("relaunch baseline: wrong result");
+    if (got.seq != seq || got.check != test_check_after(seq, 1))
+      throw std::runtime_error("relaunch baseline: wrong result");
   };
   const std::uint32_t count = s.quick ? 2'000 : 20'000;
   const auto t0 = clock_type::now();
-  for (std::uint32_t i = 0; i < count; ++i) one(i);
+  for (std::uint32_t i = 0; i < count; ++i)
+    one(i);
   add_stream_metrics(r, count, N, seconds_since(t0));
   std::vector<double> us;
   for (std::uint32_t i = 0; i < s.rtt_samples() / 4; ++i) {
@@ -146,7 +156,8 @@ void relaunch_baseline(const device& dev, const settings& s, std::vector<result>
   }
   add_rtt_metrics(r, us);
   out.push_back(r);
-  std::cerr << "  relaunch_baseline " << N << " B: " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 " << r.metrics["rtt_p50_us"] << " us\n";
+  std::cerr << "  relaunch_baseline " << N << " B: " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 "
+            << r.metrics["rtt_p50_us"] << " us\n";
 }
 
 // The physical floor: two host threads over a CPU ring.
@@ -161,7 +172,8 @@ void spsc_baseline(const settings& s, std::vector<result>& out) {
       std::vector<m16> batch(64);
       for (std::uint32_t sent = 0; sent < count;) {
         const auto n = std::min<std::uint32_t>(64, count - sent);
-        for (std::uint32_t i = 0; i < n; ++i) batch[i] = make_test_message<16>(sent + i);
+        for (std::uint32_t i = 0; i < n; ++i)
+          batch[i] = make_test_message<16>(sent + i);
         sent += static_cast<std::uint32_t>(q.push_n(std::span(batch).first(n)));
       }
     });
@@ -178,7 +190,8 @@ void spsc_baseline(const settings& s, std::vector<result>& out) {
     ring<m16> ping(1), pong(1);
     std::thread echo([&] {
       m16 m{};
-      while (ping.pop(m, 30s)) pong.push(m, 30s);
+      while (ping.pop(m, 30s))
+        pong.push(m, 30s);
     });
     std::vector<double> us;
     m16 m{};
@@ -193,7 +206,8 @@ void spsc_baseline(const settings& s, std::vector<result>& out) {
     add_rtt_metrics(r, us);
   }
   out.push_back(r);
-  std::cerr << "  spsc_baseline: " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 " << r.metrics["rtt_p50_us"] << " us\n";
+  std::cerr << "  spsc_baseline: " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 " << r.metrics["rtt_p50_us"]
+            << " us\n";
 }
 
 void write_json(const std::string& path, const std::vector<result>& results) {
@@ -203,10 +217,12 @@ void write_json(const std::string& path, const std::vector<result>& results) {
     const auto& r = results[i];
     f << (i ? "," : "") << "\n  {\"name\": " << detail::json_string(r.name) << ", \"params\": {";
     bool first = true;
-    for (const auto& [k, v] : r.params) f << (first ? "" : ", ") << detail::json_string(k) << ": " << detail::json_string(v), first = false;
+    for (const auto& [k, v] : r.params)
+      f << (first ? "" : ", ") << detail::json_string(k) << ": " << detail::json_string(v), first = false;
     f << "}, \"metrics\": {";
     first = true;
-    for (const auto& [k, v] : r.metrics) f << (first ? "" : ", ") << detail::json_string(k) << ": " << detail::json_number(v), first = false;
+    for (const auto& [k, v] : r.metrics)
+      f << (first ? "" : ", ") << detail::json_string(k) << ": " << detail::json_number(v), first = false;
     f << "}}";
   }
   f << "\n]}\n";
@@ -218,9 +234,12 @@ int main(int argc, char** argv) {
   std::string json_path, filter = ".*";
   settings s;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) s.quick = true;
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc)
+      json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc)
+      filter = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick"))
+      s.quick = true;
     else {
       std::cerr << "usage: ringpipe-bench --json FILE [--filter REGEX] [--quick]\n";
       return 2;

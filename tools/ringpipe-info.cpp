@@ -16,7 +16,8 @@ namespace {
 
 std::string modes_text(const device_info& i, const char* sep) {
   std::string s;
-  for (auto m : i.modes) s += (s.empty() ? "" : sep) + std::string(to_string(m));
+  for (auto m : i.modes)
+    s += (s.empty() ? "" : sep) + std::string(to_string(m));
   return s;
 }
 
@@ -35,20 +36,24 @@ void print_table(const topology& topo) {
               << "  max work-group    " << i.max_work_group_size << "\n"
               << "  svm               coarse " << yes(i.svm.coarse) << ", fine buffer " << yes(i.svm.fine_buffer)
               << ", fine system " << yes(i.svm.fine_system) << ", atomics " << yes(i.svm.atomics) << "\n"
-              << "  atomics           acquire/release " << yes(i.c11_atomics) << ", 64-bit " << yes(i.atomics_64) << "\n"
+              << "  atomics           acquire/release " << yes(i.c11_atomics) << ", 64-bit " << yes(i.atomics_64)
+              << "\n"
               << "  exec timeout      " << (i.execution_timeout ? yes(*i.execution_timeout) : "not reported") << "\n"
               << "  ring-kernel modes " << modes_text(i, ", ") << "\n"
               << "  persistent budget " << i.persistent_budget << " (pool '" << i.budget_pool << "')\n";
   }
   std::cout << "links (row: from, column: to)\n      ";
-  for (std::size_t j = 0; j < topo.size(); ++j) std::printf("%-8zu", j);
+  for (std::size_t j = 0; j < topo.size(); ++j)
+    std::printf("%-8zu", j);
   std::cout << "\n";
   for (std::size_t i = 0; i < topo.size(); ++i) {
     std::printf("  %-4zu", i);
-    for (std::size_t j = 0; j < topo.size(); ++j) std::printf("%-8s", std::string(to_string(topo.link(i, j))).c_str());
+    for (std::size_t j = 0; j < topo.size(); ++j)
+      std::printf("%-8s", std::string(to_string(topo.link(i, j))).c_str());
     std::cout << "\n";
   }
-  for (const auto& f : topo.failures()) std::cout << "platform '" << f.platform << "' failed: " << f.what << "\n";
+  for (const auto& f : topo.failures())
+    std::cout << "platform '" << f.platform << "' failed: " << f.what << "\n";
 }
 
 void print_json(const topology& topo) {
@@ -63,17 +68,20 @@ void print_json(const topology& topo) {
       << ", \"local_memory\": " << i.local_memory << ", \"max_work_group_size\": " << i.max_work_group_size
       << ", \"svm\": {\"coarse\": " << std::boolalpha << i.svm.coarse << ", \"fine_buffer\": " << i.svm.fine_buffer
       << ", \"fine_system\": " << i.svm.fine_system << ", \"atomics\": " << i.svm.atomics << "}"
-      << ", \"atomics_64\": " << i.atomics_64 << ", \"c11_atomics\": " << i.c11_atomics << ", \"execution_timeout\": "
-      << (i.execution_timeout ? (*i.execution_timeout ? "true" : "false") : "null") << ", \"modes\": [";
-    for (std::size_t m = 0; m < i.modes.size(); ++m) o << (m ? ", " : "") << json_string(to_string(i.modes[m]));
-    o << "], \"persistent_budget\": " << i.persistent_budget << ", \"budget_pool\": " << json_string(i.budget_pool) << "}";
+      << ", \"atomics_64\": " << i.atomics_64 << ", \"c11_atomics\": " << i.c11_atomics
+      << ", \"execution_timeout\": " << (i.execution_timeout ? (*i.execution_timeout ? "true" : "false") : "null")
+      << ", \"modes\": [";
+    for (std::size_t m = 0; m < i.modes.size(); ++m)
+      o << (m ? ", " : "") << json_string(to_string(i.modes[m]));
+    o << "], \"persistent_budget\": " << i.persistent_budget << ", \"budget_pool\": " << json_string(i.budget_pool)
+      << "}";
   }
   o << "\n  ],\n  \"links\": [";
   bool first = true;
   for (std::size_t i = 0; i < topo.size(); ++i)
     for (std::size_t j = 0; j < topo.size(); ++j) {
-      o << (first ? "" : ",") << "\n    {\"from\": " << i << ", \"to\": " << j << ", \"kind\": "
-        << json_string(to_string(topo.link(i, j))) << "}";
+      o << (first ? "" : ",") << "\n    {\"from\": " << i << ", \"to\": " << j
+        << ", \"kind\": " << json_string(to_string(topo.link(i, j))) << "}";
       first = false;
     }
   o << "\n  ],\n  \"platform_failures\": [";

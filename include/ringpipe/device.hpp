@@ -19,10 +19,10 @@ enum class device_type { cpu, gpu, accelerator, other };
 std::string_view to_string(device_type t) noexcept;
 
 struct svm_capabilities {
-  bool coarse = false;       ///< coarse-grained buffer SVM (map/unmap to share)
-  bool fine_buffer = false;  ///< fine-grained buffer SVM: host and device see each other's writes
-  bool fine_system = false;  ///< any host allocation is shared
-  bool atomics = false;      ///< SVM atomics: host and device atomics on the same words interoperate
+  bool coarse = false;      ///< coarse-grained buffer SVM (map/unmap to share)
+  bool fine_buffer = false; ///< fine-grained buffer SVM: host and device see each other's writes
+  bool fine_system = false; ///< any host allocation is shared
+  bool atomics = false;     ///< SVM atomics: host and device atomics on the same words interoperate
 };
 
 /// What the capability probe found for one device.
@@ -30,7 +30,7 @@ struct device_info {
   std::string platform;
   std::string name;
   std::string vendor;
-  std::string version;         ///< CL_DEVICE_VERSION, e.g. "OpenCL 3.0 PoCL ..."
+  std::string version; ///< CL_DEVICE_VERSION, e.g. "OpenCL 3.0 PoCL ..."
   std::string driver_version;
   int opencl_major = 1;
   int opencl_minor = 2;
@@ -41,11 +41,11 @@ struct device_info {
   std::uint64_t max_alloc = 0;
   std::size_t max_work_group_size = 0;
   svm_capabilities svm;
-  bool atomics_64 = false;     ///< cl_khr_int64_base_atomics
-  bool c11_atomics = false;    ///< OpenCL C atomic_load/store_explicit with acquire/release
+  bool atomics_64 = false;  ///< cl_khr_int64_base_atomics
+  bool c11_atomics = false; ///< OpenCL C atomic_load/store_explicit with acquire/release
   /// Whether kernels are killed after a run-time limit (NVIDIA reports it); empty if unknown.
   std::optional<bool> execution_timeout;
-  std::string cl_std;          ///< the -cl-std option ring kernels are built with
+  std::string cl_std; ///< the -cl-std option ring kernels are built with
 
   /// Derived: ring-kernel modes this device supports, best first.
   std::vector<kernel_mode> modes;

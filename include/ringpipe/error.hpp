@@ -9,17 +9,17 @@ namespace ringpipe {
 
 /// ringpipe's own error conditions (value 0 is success, as for std::errc).
 enum class errc {
-  no_platform = 1,   ///< the ICD loader found no OpenCL platform
-  no_device,         ///< discovery, or a device filter, matched no device
-  build_failed,      ///< a kernel program failed to compile
-  message_size,      ///< a message type does not match what a kernel or ring was built for
-  unsupported_mode,  ///< a ring-kernel mode the device cannot run
-  budget_exceeded,   ///< more resident kernels than the device can keep running
-  timeout,           ///< a bounded wait ran out
-  stalled,           ///< a kernel stopped making progress while it had work
-  kernel_fault,      ///< a kernel reported an error code
-  closed,            ///< a push into a ring that was closed
-  invalid_argument,  ///< a bad parameter (capacity, sizes, ...)
+  no_platform = 1,  ///< the ICD loader found no OpenCL platform
+  no_device,        ///< discovery, or a device filter, matched no device
+  build_failed,     ///< a kernel program failed to compile
+  message_size,     ///< a message type does not match what a kernel or ring was built for
+  unsupported_mode, ///< a ring-kernel mode the device cannot run
+  budget_exceeded,  ///< more resident kernels than the device can keep running
+  timeout,          ///< a bounded wait ran out
+  stalled,          ///< a kernel stopped making progress while it had work
+  kernel_fault,     ///< a kernel reported an error code
+  closed,           ///< a push into a ring that was closed
+  invalid_argument, ///< a bad parameter (capacity, sizes, ...)
 };
 
 const std::error_category& opencl_category() noexcept;
@@ -34,8 +34,7 @@ const char* opencl_error_name(int status) noexcept;
 /// the failing call, stage or kernel, so the category's text is not appended.
 class error : public std::system_error {
 public:
-  error(std::error_code code, std::string message)
-      : std::system_error(code), message_(std::move(message)) {}
+  error(std::error_code code, std::string message) : std::system_error(code), message_(std::move(message)) {}
   error(errc code, std::string message) : error(make_error_code(code), std::move(message)) {}
   const char* what() const noexcept override { return message_.c_str(); }
 
@@ -59,18 +58,15 @@ private:
 [[noreturn]] void throw_opencl_error(int status, const char* where);
 
 /// Runs an OpenCL call and turns a CLHPP exception into ringpipe::error, naming the call.
-template <class F>
-decltype(auto) cl_call(const char* where, F&& f);
+template <class F> decltype(auto) cl_call(const char* where, F&& f);
 
 } // namespace ringpipe
 
-template <>
-struct std::is_error_code_enum<ringpipe::errc> : std::true_type {};
+template <> struct std::is_error_code_enum<ringpipe::errc> : std::true_type {};
 
 #include <ringpipe/opencl.hpp>
 
-template <class F>
-decltype(auto) ringpipe::cl_call(const char* where, F&& f) {
+template <class F> decltype(auto) ringpipe::cl_call(const char* where, F&& f) {
   try {
     return f();
   } catch (const cl::Error& e) {

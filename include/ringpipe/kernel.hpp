@@ -23,13 +23,13 @@ class runtime;
 
 /// The control block, shared with rp_control in cl/ringpipe/stage.clh.
 struct control_block {
-  alignas(64) std::uint32_t stop;  ///< host side: kernel_stop
-  std::uint32_t idle_budget;       ///< host side: empty polls before leaving; 0: never
-  alignas(64) std::uint32_t state; ///< device side: kernel_state
-  std::uint32_t error;             ///< device side: the kernel's error code
-  std::uint32_t msgs_in;           ///< device side, wraps
-  std::uint32_t msgs_out;          ///< device side, wraps
-  alignas(64) std::uint32_t heartbeat;  ///< device side, advances on every poll
+  alignas(64) std::uint32_t stop;      ///< host side: kernel_stop
+  std::uint32_t idle_budget;           ///< host side: empty polls before leaving; 0: never
+  alignas(64) std::uint32_t state;     ///< device side: kernel_state
+  std::uint32_t error;                 ///< device side: the kernel's error code
+  std::uint32_t msgs_in;               ///< device side, wraps
+  std::uint32_t msgs_out;              ///< device side, wraps
+  alignas(64) std::uint32_t heartbeat; ///< device side, advances on every poll
 };
 static_assert(offsetof(control_block, state) == 64 && offsetof(control_block, heartbeat) == 128);
 static_assert(sizeof(control_block) == 192);
@@ -37,12 +37,12 @@ static_assert(sizeof(control_block) == 192);
 enum class kernel_stop : std::uint32_t { run = 0, drain = 1, now = 2 };
 
 enum class kernel_state : std::uint32_t {
-  idle = 0,      ///< not started, or between batches
-  launched = 1,  ///< enqueued, not yet running
+  idle = 0,     ///< not started, or between batches
+  launched = 1, ///< enqueued, not yet running
   running = 2,
-  parked = 3,    ///< left after its idle budget (or a batch ran out of work): relaunched on work
-  stopped = 4,   ///< stopped on request, or its input ended and it closed its output
-  faulted = 5,   ///< reported an error code, stalled, or failed to launch
+  parked = 3,  ///< left after its idle budget (or a batch ran out of work): relaunched on work
+  stopped = 4, ///< stopped on request, or its input ended and it closed its output
+  faulted = 5, ///< reported an error code, stalled, or failed to launch
 };
 std::string_view to_string(kernel_state s) noexcept;
 
@@ -54,14 +54,14 @@ struct no_message {};
 struct kernel_spec {
   std::string source;
   std::string name;
-  std::string build_options;  ///< added to the device's defaults
+  std::string build_options; ///< added to the device's defaults
 };
 
 struct kernel_options {
-  std::optional<kernel_mode> mode;  ///< forced mode; by default the best the device and budget allow
-  std::uint32_t local_size = 0;     ///< work-items in the group; 0: min(64, device maximum)
-  std::uint32_t idle_budget = 1u << 16;  ///< empty polls before a parked kernel leaves
-  std::uint32_t batch_capacity = 1024;   ///< device mirror size, for batched kernels without SVM
+  std::optional<kernel_mode> mode;      ///< forced mode; by default the best the device and budget allow
+  std::uint32_t local_size = 0;         ///< work-items in the group; 0: min(64, device maximum)
+  std::uint32_t idle_budget = 1u << 16; ///< empty polls before a parked kernel leaves
+  std::uint32_t batch_capacity = 1024;  ///< device mirror size, for batched kernels without SVM
   /// A running kernel whose heartbeat does not advance this long, or a launched one that does
   /// not start, is reported as stalled.
   std::chrono::milliseconds stall_timeout{3000};
@@ -107,8 +107,7 @@ public:
   void notify() noexcept;
 
   /// Sets a raw kernel's own argument `index` (counted after RINGPIPE_KERNEL_PARAMS). Before start().
-  template <class T>
-  void set_arg(unsigned index, const T& value) {
+  template <class T> void set_arg(unsigned index, const T& value) {
     static_assert(std::is_trivially_copyable_v<T>);
     set_arg_bytes(index, &value, sizeof(T));
   }
@@ -128,8 +127,7 @@ private:
 
 /// A ring kernel reading In and writing Out (no_message for a side without a ring). The kernel's
 /// declared message sizes are checked against sizeof(In)/sizeof(Out) at construction.
-template <class In, class Out>
-class ring_kernel : public ring_kernel_base {
+template <class In, class Out> class ring_kernel : public ring_kernel_base {
   static constexpr std::size_t bytes_of(std::size_t size, bool none) { return none ? 0 : size; }
 
 public:
@@ -138,14 +136,10 @@ public:
                          bytes_of(sizeof(Out), std::is_same_v<Out, no_message>), options) {}
 
   void start(const ring<In>& in, const ring<Out>& out) { start_untyped(in.shared_buffer(), out.shared_buffer()); }
-  void start(const ring<Out>& out)
-    requires std::is_same_v<In, no_message>
-  {
+  void start(const ring<Out>& out) requires std::is_same_v<In, no_message> {
     start_untyped(nullptr, out.shared_buffer());
   }
-  void start(const ring<In>& in)
-    requires std::is_same_v<Out, no_message>
-  {
+  void start(const ring<In>& in) requires std::is_same_v<Out, no_message> {
     start_untyped(in.shared_buffer(), nullptr);
   }
 };

@@ -7,9 +7,9 @@
 namespace ringpipe {
 
 enum class kernel_mode {
-  persistent,  ///< launched once, polls its rings until stopped; needs fine-grained SVM + atomics
-  parked,      ///< persistent while busy, exits after an idle budget, relaunched by the host on work
-  batched,     ///< launched over each batch of queued messages; runs on every device
+  persistent, ///< launched once, polls its rings until stopped; needs fine-grained SVM + atomics
+  parked,     ///< persistent while busy, exits after an idle budget, relaunched by the host on work
+  batched,    ///< launched over each batch of queued messages; runs on every device
 };
 
 constexpr std::string_view to_string(kernel_mode m) noexcept {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ringpipe {
@@ -44,8 +44,9 @@ public:
   std::uint32_t persistent_in_use() const;
 
   /// Takes a slot for a kernel named `kernel` running in `mode`. A persistent kernel always gets
-  /// one within the budget; a parked or batched one gets an empty slot while every worker is held. Throws errc::budget_exceeded when the kernel could never run:
-  /// a persistent kernel beyond the budget, or any kernel while persistent ones hold every worker.
+  /// one within the budget; a parked or batched one gets an empty slot while every worker is held. Throws
+  /// errc::budget_exceeded when the kernel could never run: a persistent kernel beyond the budget, or any kernel while
+  /// persistent ones hold every worker.
   slot try_acquire(kernel_mode mode, const std::string& kernel);
 
   /// Whether a kernel may go persistent now and still leave one worker free for parked and

@@ -30,8 +30,7 @@ public:
 
   /// Builds `source` (includes already resolved) for `dev` with `options`, or returns the cached
   /// program. `what` names the kernel in a build_error.
-  cl::Program get(const device& dev, const std::string& source, const std::string& options,
-                  const std::string& what);
+  cl::Program get(const device& dev, const std::string& source, const std::string& options, const std::string& what);
   std::size_t size() const;
 
 private:

@@ -21,11 +21,11 @@ class device;
 
 /// The ring header, shared with rp_ring in cl/ringpipe/ring.clh. Slots follow it.
 struct ring_header {
-  alignas(64) std::uint32_t head;  ///< producer side: messages ever pushed (wraps)
-  alignas(64) std::uint32_t tail;  ///< consumer side: messages ever popped (wraps)
+  alignas(64) std::uint32_t head; ///< producer side: messages ever pushed (wraps)
+  alignas(64) std::uint32_t tail; ///< consumer side: messages ever popped (wraps)
   alignas(64) std::uint32_t capacity;
   std::uint32_t slot_size;
-  std::uint32_t flags;  ///< producer side: ring_closed
+  std::uint32_t flags; ///< producer side: ring_closed
   std::uint32_t mask;
 };
 static_assert(offsetof(ring_header, head) == 0 && offsetof(ring_header, tail) == 64);
@@ -36,13 +36,13 @@ inline constexpr std::uint32_t ring_closed = 1;
 
 /// Where a ring's bytes live.
 enum class ring_memory {
-  host,  ///< ordinary host memory: host threads only, or batched kernels through a device mirror
-  svm,   ///< fine-grained SVM with atomics: host and kernels of one context poll it directly
+  host, ///< ordinary host memory: host threads only, or batched kernels through a device mirror
+  svm,  ///< fine-grained SVM with atomics: host and kernels of one context poll it directly
 };
 
 struct ring_options {
-  std::string name = "ring";            ///< used in errors and metrics
-  std::uint32_t initial_counter = 0;    ///< start value of head and tail (tests of the 32-bit wrap)
+  std::string name = "ring";         ///< used in errors and metrics
+  std::uint32_t initial_counter = 0; ///< start value of head and tail (tests of the 32-bit wrap)
 };
 
 /// Untyped storage and host-side operations of one ring. Either end may be host code; each end
@@ -101,8 +101,7 @@ public:
   void note_fill(std::uint32_t fill) noexcept;
 
   /// Waits, with adaptive backoff, until `ready()` or `timeout`; false on timeout.
-  template <class Ready>
-  static bool wait_until(Ready&& ready, std::chrono::nanoseconds timeout);
+  template <class Ready> static bool wait_until(Ready&& ready, std::chrono::nanoseconds timeout);
 
 private:
   void init(std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options);
@@ -118,16 +117,15 @@ private:
   ring_header* header_ = nullptr;
   std::byte* slots_ = nullptr;
   // Each host end's cached view of the other end's counter, on separate lines.
-  alignas(64) std::uint32_t producer_tail_cache_ = 0;  // producer side
-  alignas(64) std::uint32_t consumer_head_cache_ = 0;  // consumer side
+  alignas(64) std::uint32_t producer_tail_cache_ = 0; // producer side
+  alignas(64) std::uint32_t consumer_head_cache_ = 0; // consumer side
   alignas(64) std::atomic<std::uint32_t> high_water_{0};
-  std::atomic<std::uint64_t> pushed_{0};  // producer side writes
-  alignas(64) std::atomic<std::uint64_t> popped_{0};  // consumer side writes
+  std::atomic<std::uint64_t> pushed_{0};             // producer side writes
+  alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes
 };
 
 /// A typed ring of trivially copyable messages. Cheap to copy: copies share the ring.
-template <class T>
-class ring {
+template <class T> class ring {
   static_assert(std::is_trivially_copyable_v<T>, "ring messages are copied as bytes");
 
 public:
@@ -175,8 +173,7 @@ error ring_timeout_error(const ring_buffer& r, bool push, std::chrono::nanosecon
 
 #include <ringpipe/detail/backoff.hpp>
 
-template <class Ready>
-bool ringpipe::ring_buffer::wait_until(Ready&& ready, std::chrono::nanoseconds timeout) {
+template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std::chrono::nanoseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   detail::backoff b;
   while (!ready()) {
@@ -195,14 +192,12 @@ bool ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout, std::
   return false;
 }
 
-template <class T>
-void ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout) {
+template <class T> void ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout) {
   std::error_code ec;
   if (!push(m, timeout, ec)) throw ring_timeout_error(*buffer_, true, timeout);
 }
 
-template <class T>
-bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
+template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
   ec.clear();
   bool got = false;
   const auto done = [&] { return (got = buffer_->try_pop_bytes(&m)) || buffer_->drained(); };
@@ -211,8 +206,7 @@ bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout, std::error_c
   return false;
 }
 
-template <class T>
-bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout) {
+template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout) {
   std::error_code ec;
   const bool got = pop(m, timeout, ec);
   if (ec) throw ring_timeout_error(*buffer_, false, timeout);

@@ -13,7 +13,7 @@
 namespace ringpipe {
 
 struct runtime_options {
-  unsigned threads = 2;  ///< threads running the io_context
+  unsigned threads = 2; ///< threads running the io_context
 };
 
 class runtime {

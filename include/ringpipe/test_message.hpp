@@ -9,8 +9,7 @@
 
 namespace ringpipe {
 
-template <std::size_t N>
-struct test_message {
+template <std::size_t N> struct test_message {
   static_assert(N >= 8 && N % 4 == 0, "test messages are at least 8 bytes, in whole words");
   std::uint32_t seq;
   std::uint32_t check;
@@ -33,16 +32,17 @@ constexpr std::uint32_t test_check(std::uint32_t seq) noexcept { return test_mix
 /// The check word after `hops` passes through test_map.
 constexpr std::uint32_t test_check_after(std::uint32_t seq, int hops) noexcept {
   std::uint32_t c = test_check(seq);
-  for (int i = 0; i < hops; ++i) c = test_mix(c ^ seq);
+  for (int i = 0; i < hops; ++i)
+    c = test_mix(c ^ seq);
   return c;
 }
 
-template <std::size_t N>
-test_message<N> make_test_message(std::uint32_t seq) noexcept {
+template <std::size_t N> test_message<N> make_test_message(std::uint32_t seq) noexcept {
   test_message<N> m{};
   m.seq = seq;
   m.check = test_check(seq);
-  for (std::size_t i = 0; i < m.payload.size(); ++i) m.payload[i] = seq + static_cast<std::uint32_t>(i);
+  for (std::size_t i = 0; i < m.payload.size(); ++i)
+    m.payload[i] = seq + static_cast<std::uint32_t>(i);
   return m;
 }
 

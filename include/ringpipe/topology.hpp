@@ -11,9 +11,9 @@ namespace ringpipe {
 
 /// How messages travel from a stage on one device to a stage on another.
 enum class link_kind {
-  direct,  ///< both ends reach the same ring memory (same device, or shared fine-grained SVM)
-  copy,    ///< same context without shared SVM: device-to-device buffer copies
-  staged,  ///< different platforms: a host actor copies through pinned host memory
+  direct, ///< both ends reach the same ring memory (same device, or shared fine-grained SVM)
+  copy,   ///< same context without shared SVM: device-to-device buffer copies
+  staged, ///< different platforms: a host actor copies through pinned host memory
 };
 std::string_view to_string(link_kind k) noexcept;
 

@@ -7,7 +7,7 @@
 namespace ringpipe::detail {
 
 struct embedded_source {
-  std::string_view path;  ///< relative to cl/, e.g. "ringpipe/ring.clh"
+  std::string_view path; ///< relative to cl/, e.g. "ringpipe/ring.clh"
   std::string_view text;
 };
 
