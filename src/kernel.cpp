@@ -462,7 +462,6 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       boost::asio::post(strand, [self = shared_from_this()] { self->reap(); });
       public_state.store(kernel_state::faulted);
       std::lock_guard lock(mutex);
-      failed_pending_exit = true;
       done.notify_all();
       return;
     }
@@ -505,6 +504,12 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   bool wait_finished(std::chrono::nanoseconds timeout) {
     std::unique_lock lock(mutex);
     return done.wait_for(lock, timeout, [&] { return finished_flag.load() || failure != nullptr; });
+  }
+
+  // Waits until the kernel's last launch has returned and the proxy finished.
+  bool wait_exited(std::chrono::nanoseconds timeout) {
+    std::unique_lock lock(mutex);
+    return done.wait_for(lock, timeout, [&] { return finished_flag.load(); });
   }
 
   std::string describe() {
@@ -565,7 +570,6 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   std::mutex mutex;
   std::condition_variable done;
   std::exception_ptr failure;
-  bool failed_pending_exit = false;
 };
 
 } // namespace detail
@@ -577,12 +581,11 @@ ring_kernel_base::ring_kernel_base(runtime& rt, const device& dev, kernel_spec s
 ring_kernel_base::~ring_kernel_base() {
   if (!proxy_->started) return;
   proxy_->request_stop(kernel_stop::now);
-  if (!proxy_->wait_finished(std::chrono::seconds(5)) || !proxy_->finished_flag.load()) {
-    // The launch has not returned; its memory stays alive with the proxy, which the pending
-    // reap keeps. Say so rather than block forever.
-    if (!proxy_->wait_finished(std::chrono::seconds(5)) || !proxy_->finished_flag.load())
-      std::fprintf(stderr, "ringpipe: %s did not stop; leaving it running\n", proxy_->describe().c_str());
-  }
+  // Wait for the launch itself to return (a failure alone does not mean it has). If it does not,
+  // its memory stays alive with the proxy, which the pending tick or reap keeps: say so rather
+  // than block forever.
+  if (!proxy_->wait_exited(std::chrono::seconds(10)))
+    std::fprintf(stderr, "ringpipe: %s did not stop; leaving it running\n", proxy_->describe().c_str());
 }
 
 void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::size_t size) {
