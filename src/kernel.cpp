@@ -39,21 +39,53 @@ std::string ms(std::chrono::nanoseconds d) {
 }
 
 // Reads the sizes RINGPIPE_DECLARE_SIZES stored (plus one) in a work_group_size_hint.
-std::optional<std::pair<std::size_t, std::size_t>> declared_sizes(const cl::Program& program, const std::string& name) {
+std::optional<std::pair<std::size_t, std::size_t>> sizes_from_attributes(const cl::Kernel& sizes) {
+  std::string attributes;
+  try {
+    attributes = sizes.getInfo<CL_KERNEL_ATTRIBUTES>();
+  } catch (const cl::Error&) {
+    return std::nullopt;
+  }
+  const auto pos = attributes.find("work_group_size_hint(");
+  unsigned long in = 0, out = 0;
+  if (pos == std::string::npos ||
+      std::sscanf(attributes.c_str() + pos, "work_group_size_hint(%lu ,%lu", &in, &out) != 2 || in == 0 || out == 0)
+    return std::nullopt;
+  return std::pair<std::size_t, std::size_t>{in - 1, out - 1};
+}
+
+// Where attributes are not reported (oclgrind returns none that parse), runs the companion kernel
+// once: it writes the sizes. It is one work-item and never waits, so it cannot starve for long;
+// still, it gets a deadline.
+std::pair<std::size_t, std::size_t> sizes_from_launch(const device& dev, cl::Kernel& sizes, const std::string& name) {
+  return cl_call(("reading the message sizes of kernel '" + name + "'").c_str(), [&] {
+    cl::CommandQueue queue(dev.context(), dev.cl_device());
+    cl::Buffer result(dev.context(), CL_MEM_READ_WRITE, 2 * sizeof(cl_uint));
+    sizes.setArg(0, result);
+    cl::Event ran;
+    queue.enqueueNDRangeKernel(sizes, cl::NullRange, cl::NDRange(1), cl::NDRange(1), nullptr, &ran);
+    queue.flush();
+    const bool finished = ring_buffer::wait_until(
+        [&] { return ran.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() <= CL_COMPLETE; }, std::chrono::seconds(10));
+    if (!finished) {
+      throw error(errc::timeout, "kernel '" + name + "': the launch that reads its declared message sizes on device '" +
+                                     dev.name() + "' did not finish within 10 s");
+    }
+    cl_uint values[2] = {0, 0};
+    queue.enqueueReadBuffer(result, CL_TRUE, 0, sizeof(values), values);
+    return std::pair<std::size_t, std::size_t>{values[0], values[1]};
+  });
+}
+
+// The sizes kernel `name` declared, or nothing if it declared none.
+std::optional<std::pair<std::size_t, std::size_t>> declared_sizes(const device& dev, const cl::Program& program,
+                                                                  const std::string& name) {
   cl_int status = CL_SUCCESS;
   cl_kernel k = clCreateKernel(program(), (name + "__ringpipe_sizes").c_str(), &status);
   if (status != CL_SUCCESS) return std::nullopt;
   cl::Kernel sizes(k);
-  const auto attributes = cl_call("clGetKernelInfo", [&] { return sizes.getInfo<CL_KERNEL_ATTRIBUTES>(); });
-  const auto pos = attributes.find("work_group_size_hint(");
-  unsigned long in = 0, out = 0;
-  if (pos == std::string::npos ||
-      std::sscanf(attributes.c_str() + pos, "work_group_size_hint(%lu ,%lu", &in, &out) != 2 || in == 0 || out == 0) {
-    throw error(errc::message_size, "kernel '" + name +
-                                        "': cannot read its declared message sizes from its attributes ('" +
-                                        attributes + "')");
-  }
-  return std::pair<std::size_t, std::size_t>{in - 1, out - 1};
+  if (auto found = sizes_from_attributes(sizes)) return found;
+  return sizes_from_launch(dev, sizes, name);
 }
 
 std::string describe_size(std::size_t bytes) {
@@ -69,7 +101,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     std::string build_options = base_build_options(dev);
     if (!spec.build_options.empty()) build_options += " " + spec.build_options;
     program = dev.programs().get(dev, resolve_includes(spec.source), build_options, spec.name);
-    const auto sizes = declared_sizes(program, spec.name);
+    const auto sizes = declared_sizes(dev, program, spec.name);
     if (!sizes) {
       throw error(errc::message_size, "kernel '" + spec.name +
                                           "' declares no message sizes: define it with RINGPIPE_MAP_KERNEL or "
@@ -216,6 +248,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   // ---- the proxy's loop (strand) ----
   void tick() {
     if (finished_flag.load(std::memory_order_acquire)) return;
+    if (reaping) return reap();
     bool progress = false;
     try {
       progress = shared_memory ? tick_shared() : tick_mirrored();
@@ -281,10 +314,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   }
 
   bool launch() {
-    if (dev.info().persistent_budget > 0 && !slot) {
-      slot = first_slot ? std::move(first_slot) : dev.budget().try_acquire(chosen_mode, spec.name);
-      if (!slot) return false; // every worker held for now: retry on the next tick
-    }
+    if (!acquire_worker()) return false;
     const auto stop = stop_request.load(std::memory_order_acquire);
     if (shared_memory) {
       store_ctl(ctl_svm->state, static_cast<std::uint32_t>(kernel_state::launched));
@@ -319,8 +349,20 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     }
   }
 
-  // Batched through device buffers: copy a batch in, run the kernel over it, copy the results out.
+  // Batched through device buffers: copy a batch in, run the kernel over it, copy the results
+  // out. The batch is enqueued as one chain and the proxy polls its completion, so a runtime
+  // thread never blocks on the device and a batch that does not return is reported as stalled.
   bool tick_mirrored() {
+    if (in_flight) {
+      const auto status = running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
+      if (status < 0) throw_opencl_error(status, "batched launch");
+      if (status != CL_COMPLETE) {
+        watch_batch();
+        return false;
+      }
+      in_flight = false;
+      return complete_batch();
+    }
     const auto stop = stop_request.load(std::memory_order_acquire);
     if (stop == kernel_stop::now) return finish(kernel_state::stopped);
     const bool end = end_pending();
@@ -331,79 +373,99 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       if (stop == kernel_stop::drain && queued == 0) return finish(kernel_state::stopped);
       return false;
     }
-    if (dev.info().persistent_budget > 0 && !slot) {
-      slot = first_slot ? std::move(first_slot) : dev.budget().try_acquire(chosen_mode, spec.name);
-      if (!slot) return false;
-    }
+    if (!acquire_worker()) return false;
     const std::uint32_t in_size = in->slot_size();
     const std::uint32_t out_size = out->slot_size();
-    const std::uint32_t tail = in->load_tail(std::memory_order_relaxed);
+    batch.n = n;
+    batch.tail = in->load_tail(std::memory_order_relaxed);
     const bool batch_ends_stream = end || (has_input && in->closed() && n == queued);
 
-    ring_header in_header{};
+    auto& in_header = batch.in_header;
+    in_header = {};
     in_header.head = has_input ? n : 0;
     in_header.capacity = mirror_capacity;
     in_header.slot_size = in_size;
     in_header.mask = mirror_capacity - 1;
     in_header.flags = (batch_ends_stream || !has_input) ? ring_closed : 0;
-    ring_header out_header{};
+    auto& out_header = batch.out_header;
+    out_header = {};
     out_header.capacity = has_output ? mirror_capacity : 1;
     out_header.slot_size = out_size;
     out_header.mask = out_header.capacity - 1;
-    // Room for exactly the n results the host ring can take: the mirror looks full but for n slots.
+    // Room for exactly the n results the host ring can take: the mirror looks full but for its
+    // last n slots, so the results land there contiguously.
     const std::uint32_t room = has_output ? n : out_header.capacity;
-    out_header.tail = 0;
     out_header.head = out_header.capacity - room;
-    const std::uint32_t out_start = out_header.head;
+    batch.out_start = out_header.head;
     // The mirror holds only this batch: a drain request applies once the batch is all that is left.
     const bool batch_is_everything = !has_input || n == queued;
     host_ctl.stop =
         static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
     host_ctl.state = static_cast<std::uint32_t>(kernel_state::launched);
 
-    staging.resize(std::max<std::size_t>(std::size_t{n} * std::max(in_size, out_size), 1));
+    in_staging.resize(std::max<std::size_t>(std::size_t{n} * in_size, 1));
+    out_staging.resize(std::max<std::size_t>(std::size_t{n} * out_size, 1));
     for (std::uint32_t i = 0; i < (has_input ? n : 0); ++i)
-      std::memcpy(staging.data() + std::size_t{i} * in_size, in->slot(tail + i), in_size);
+      std::memcpy(in_staging.data() + std::size_t{i} * in_size, in->slot(batch.tail + i), in_size);
 
     cl_call("batched launch", [&] {
       queue.enqueueWriteBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
       if (has_input && n > 0)
-        queue.enqueueWriteBuffer(in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size, staging.data());
+        queue.enqueueWriteBuffer(in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size, in_staging.data());
       queue.enqueueWriteBuffer(out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header);
       queue.enqueueWriteBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &host_ctl);
       queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size));
       queue.enqueueReadBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &host_ctl);
       queue.enqueueReadBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
-      queue.enqueueReadBuffer(out_mirror, CL_TRUE, 0, sizeof(ring_header), &out_header);
+      if (has_output && n > 0)
+        queue.enqueueReadBuffer(out_mirror, CL_FALSE, sizeof(ring_header) + std::size_t{batch.out_start} * out_size,
+                                std::size_t{n} * out_size, out_staging.data());
+      queue.enqueueReadBuffer(out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header, nullptr, &running);
+      queue.flush();
       return 0;
     });
+    in_flight = true;
     launches.fetch_add(1, std::memory_order_relaxed);
-    const std::uint32_t produced = out_header.head - out_start;
+    heartbeat_stamp = clock::now();
+    return true;
+  }
+
+  // The batch's chain has completed: hand its results on and return its input slots.
+  bool complete_batch() {
+    const std::uint32_t produced = batch.out_header.head - batch.out_start;
+    if (produced > batch.n) throw error(errc::kernel_fault, "produced more results than the batch had room for");
     if (has_output && produced > 0) {
-      // Results sit in the mirror from slot index out_start on, possibly wrapping once.
-      cl_call("clEnqueueReadBuffer", [&] {
-        const std::uint32_t first = out_start & out_header.mask;
-        const std::uint32_t run = std::min(produced, out_header.capacity - first);
-        queue.enqueueReadBuffer(out_mirror, CL_FALSE, sizeof(ring_header) + std::size_t{first} * out_size,
-                                std::size_t{run} * out_size, staging.data());
-        if (run < produced)
-          queue.enqueueReadBuffer(out_mirror, CL_FALSE, sizeof(ring_header), std::size_t{produced - run} * out_size,
-                                  staging.data() + std::size_t{run} * out_size);
-        queue.finish();
-        return 0;
-      });
-      const auto pushed = out->push_n_bytes(staging.data(), produced);
+      const auto pushed = out->push_n_bytes(out_staging.data(), produced);
       if (pushed != produced) throw error(errc::kernel_fault, "output ring lost room during a batch");
     }
-    const std::uint32_t consumed = in_header.tail;
-    if (has_input && consumed > 0) in->publish_tail(tail + consumed);
+    const std::uint32_t consumed = batch.in_header.tail;
+    if (has_input && consumed > 0) in->publish_tail(batch.tail + consumed);
     mirrored_in += consumed;
     mirrored_out += produced;
     msgs_in.store(mirrored_in, std::memory_order_relaxed);
     msgs_out.store(mirrored_out, std::memory_order_relaxed);
-    if (out_header.flags & ring_closed && has_output) out->close();
+    if (batch.out_header.flags & ring_closed && has_output) out->close();
     slot.release();
     return after_exit(static_cast<kernel_state>(host_ctl.state), host_ctl.error) || consumed > 0;
+  }
+
+  // A batch that has not returned within the stall timeout. The kernel cannot be told to stop
+  // (its control block is a device buffer), so it is reported and reaped when it returns.
+  void watch_batch() {
+    const auto waited = clock::now() - heartbeat_stamp;
+    if (waited < options.stall_timeout) return;
+    fail(std::make_exception_ptr(error(errc::stalled, "kernel '" + spec.name + "' on device '" + dev.name() +
+                                                          "' stalled: its batch of " + std::to_string(batch.n) +
+                                                          " messages from ring '" + in->name() +
+                                                          "' has not returned after " + ms(waited))));
+  }
+
+  // Takes a device worker for the next launch, if the device budgets them; false: all are held
+  // for now, retry on a later tick.
+  bool acquire_worker() {
+    if (dev.info().persistent_budget == 0 || slot) return true;
+    slot = first_slot ? std::move(first_slot) : dev.budget().try_acquire(chosen_mode, spec.name);
+    return static_cast<bool>(slot);
   }
 
   void observe_counters() {
@@ -459,6 +521,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     // A failed kernel that still runs is left to exit on its own: its memory stays alive in
     // the proxy, which the running launch's tick keeps.
     if (in_flight) {
+      reaping = true;
       boost::asio::post(strand, [self = shared_from_this()] { self->reap(); });
       public_state.store(kernel_state::faulted);
       std::lock_guard lock(mutex);
@@ -495,7 +558,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     if (!started) return;
     boost::asio::post(strand, [self = shared_from_this()] {
       self->idle_delay = std::chrono::microseconds(20);
-      if (!self->in_flight || self->shared_memory) self->timer.cancel();
+      self->timer.cancel();
       self->tick();
     });
   }
@@ -549,7 +612,13 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   control_block host_ctl{};
   cl::Buffer ctl_buffer, in_mirror, out_mirror;
   std::uint32_t mirror_capacity = 0;
-  std::vector<std::byte> staging;
+  std::vector<std::byte> in_staging, out_staging; // a batch's input and results, host side
+  struct {
+    std::uint32_t n = 0;         // messages in the batch (and result room)
+    std::uint32_t tail = 0;      // input ring counter of its first message
+    std::uint32_t out_start = 0; // mirror counter of its first result
+    ring_header in_header{}, out_header{};
+  } batch;
   std::uint64_t mirrored_in = 0, mirrored_out = 0;
 
   // strand-only state
@@ -557,6 +626,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   occupancy::slot slot;
   cl::Event running;
   bool in_flight = false;
+  bool reaping = false; // failed while a launch runs: waiting for it to return
   std::uint32_t last_heartbeat = 0;
   clock::time_point heartbeat_stamp;
   std::chrono::microseconds idle_delay{20};

@@ -245,6 +245,45 @@ TEST_F(KernelTest, AnyDeviceStopTimeoutNamesTheKernelAndItsRings) {
   // The destructor stops it at once; nothing hangs.
 }
 
+// A kernel that holds a message and stops beating its heart is reported as stalled, by name,
+// within its stall timeout; the messages before it were delivered, the held one was not consumed.
+TEST_F(KernelTest, AnyDeviceStalledKernelIsReportedWithItsName) {
+  const auto& dev = topo()[0];
+  const bool reachable = dev.info().svm.fine_buffer && dev.info().svm.atomics;
+  ring<msg16> in(dev, 64, {"stall-in"}), out(dev, 64, {"stall-out"});
+  kernel_options options;
+  options.stall_timeout = reachable ? 300ms : 20ms;
+  map16 k(rt(), dev, test_kernel("test_stall_at"), options);
+  constexpr std::uint32_t stall_at = 5;
+  k.set_arg(0, stall_at);
+  // Where the host can reach the kernel it stops it (stop-now through SVM); elsewhere the kernel
+  // gives up after a spin count far longer than the 20 ms timeout (about 1 s at 1 ns a loop).
+  k.set_arg(1, reachable ? std::uint32_t{0xffffffff} : std::uint32_t{1} << 30);
+  for (std::uint32_t s = 0; s < 10; ++s)
+    ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
+  const auto started = std::chrono::steady_clock::now();
+  k.start(in, out);
+  try {
+    k.wait(20s);
+    FAIL() << "a stalled kernel finished cleanly";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::stalled)) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kernel 'test_stall_at'"), std::string::npos) << what;
+    EXPECT_NE(what.find("stalled"), std::string::npos) << what;
+    EXPECT_NE(what.find("'stall-in'"), std::string::npos) << what;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << "reported within a few stall timeouts";
+  EXPECT_EQ(k.state(), kernel_state::faulted);
+  if (reachable) {
+    EXPECT_EQ(out.size(), stall_at) << "messages before the stall were delivered";
+    EXPECT_EQ(in.size(), 10 - stall_at) << "the held message and those after it stay queued";
+  } else {
+    EXPECT_EQ(out.size(), 0u) << "a batch that never returned delivers nothing";
+    EXPECT_EQ(in.size(), 10u) << "and consumes nothing";
+  }
+}
+
 TEST_F(KernelTest, PersistentOnRusticlIsRefusedWithTheReason) {
   const auto rusticl = ringpipe::testing::find_device(topo(), is_rusticl);
   RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device");

@@ -71,3 +71,41 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_fail_at(RINGPI
   }
   rp_end(ctl, state);
 }
+
+// Raw kernel for the stall watchdog: passes messages on like test_map, but on sequence number
+// stall_at it holds the message and stops beating its heart. It waits for a stop-now request
+// (which the host can deliver through SVM) or, where the host cannot reach it (a batch in a
+// device buffer), for spin_limit empty loops, so that every test run ends.
+RINGPIPE_DECLARE_SIZES(test_stall_at, sizeof(rp_test_msg), sizeof(rp_test_msg))
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_stall_at(RINGPIPE_KERNEL_PARAMS, uint stall_at,
+                                                                          uint spin_limit) {
+  rp_begin(ctl);
+  uint idle_polls = 0;
+  uint state = 0;
+  while (state == 0) {
+    rp_test_msg m;
+    uint head, tail;
+    const bool room = rp_push_space(out, &head) > 0;
+    const bool got = room && rp_pop_available(in, &tail) > 0;
+    if (got) {
+      m = *RP_SLOT(in, rp_test_msg, tail);
+      if (m.seq == stall_at) {
+        for (uint spins = 0; spins < spin_limit && rp_load_acquire(&ctl->stop) != RP_STOP_NOW; ++spins) {
+        }
+        state = RP_STATE_STOPPED;
+        break;
+      }
+      rp_pop_commit(in, tail + 1);
+      rp_test_msg r;
+      rp_test_step(&m, &r);
+      rp_try_push_rp_test_msg(out, &r);
+      rp_count(ctl, 1, 1);
+    } else if (rp_drained(in)) {
+      rp_close(out);
+      state = RP_STATE_STOPPED;
+      break;
+    }
+    state = rp_poll(ctl, !got, rp_pop_available(in, &tail) == 0, &idle_polls);
+  }
+  rp_end(ctl, state);
+}
