@@ -29,6 +29,8 @@ public:
     case errc::kernel_fault: return "kernel reported an error";
     case errc::closed: return "ring closed";
     case errc::invalid_argument: return "invalid argument";
+    case errc::invalid_pipeline: return "invalid pipeline";
+    case errc::stage_failed: return "stage failed";
     }
     return "unknown ringpipe error";
   }

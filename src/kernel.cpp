@@ -33,6 +33,8 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 constexpr std::uint32_t max_group = 256; // RINGPIPE_MAX_GROUP in cl/ringpipe/stage.clh
+// Empty polls before a parked kernel leaves while other kernels wait for its worker.
+constexpr std::uint32_t contended_idle_budget = 64;
 
 std::string ms(std::chrono::nanoseconds d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
@@ -127,11 +129,28 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     local_size = required != 0             ? static_cast<std::uint32_t>(required)
                  : options.local_size == 0 ? std::min<std::uint32_t>(64, limit)
                                            : options.local_size;
+    if (spec.state_bytes > 0) {
+      cl_call("allocating kernel state", [&] {
+        state = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, spec.state_bytes);
+        const std::vector<std::byte> zeros(spec.state_bytes);
+        queue.enqueueWriteBuffer(state, CL_TRUE, 0, spec.state_bytes, zeros.data());
+        kernel.setArg(3, state);
+        return 0;
+      });
+    }
+    for (std::size_t i = 0; i < spec.args.size(); ++i)
+      set_arg(static_cast<unsigned>(i), spec.args[i].bytes.data(), spec.args[i].bytes.size());
     if (local_size > limit) {
       throw error(errc::invalid_argument, "kernel '" + spec.name + "': local size " + std::to_string(local_size) +
                                               " exceeds the limit of " + std::to_string(limit) + " on device '" +
                                               dev.name() + "'");
     }
+  }
+
+  void set_arg(unsigned index, const void* value, std::size_t size) {
+    const unsigned at = 3 + (spec.state_bytes > 0 ? 1 : 0) + index;
+    if (const cl_int s = clSetKernelArg(kernel(), at, size, value); s != CL_SUCCESS)
+      throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + spec.name + "'").c_str());
   }
 
   ~kernel_proxy() {
@@ -201,6 +220,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
         throw error(std::make_error_code(std::errc::not_enough_memory), "clSVMAlloc of a control block failed");
       std::memset(static_cast<void*>(ctl_svm), 0, sizeof(control_block));
       ctl_svm->idle_budget = budget;
+      idle_budget_now = budget;
       cl_call("clSetKernelArgSVMPointer", [&] {
         for (cl_uint i = 0; i < 3; ++i) {
           void* p = i == 0 ? static_cast<void*>(ctl_svm) : i == 1 ? static_cast<void*>(in->header()) : out->header();
@@ -297,6 +317,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       if (status < 0) throw_opencl_error(status, "kernel execution");
       if (status != CL_COMPLETE) {
         watch_heartbeat();
+        yield_when_contended();
         return false;
       }
       in_flight = false;
@@ -479,6 +500,16 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     public_state.store(static_cast<kernel_state>(load_ctl(ctl_svm->state)), std::memory_order_relaxed);
   }
 
+  // A parked kernel holding a worker others wait for leaves after a short idle spell.
+  void yield_when_contended() {
+    if (chosen_mode != kernel_mode::parked) return;
+    const std::uint32_t budget = dev.budget().contended() ? contended_idle_budget : std::max(1u, options.idle_budget);
+    if (budget != idle_budget_now) {
+      store_ctl(ctl_svm->idle_budget, budget);
+      idle_budget_now = budget;
+    }
+  }
+
   void watch_heartbeat() {
     const auto beat = load_ctl(ctl_svm->heartbeat);
     const auto now = clock::now();
@@ -594,6 +625,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   cl::Program program;
   cl::Kernel kernel;
   cl::CommandQueue queue;
+  cl::Buffer state; // spec.state_bytes of the kernel's own memory
   std::uint32_t local_size = 1;
   boost::asio::strand<boost::asio::io_context::executor_type> strand;
   boost::asio::steady_timer timer;
@@ -627,6 +659,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   cl::Event running;
   bool in_flight = false;
   bool reaping = false; // failed while a launch runs: waiting for it to return
+  std::uint32_t idle_budget_now = 0;
   std::uint32_t last_heartbeat = 0;
   clock::time_point heartbeat_stamp;
   std::chrono::microseconds idle_delay{20};
@@ -660,8 +693,7 @@ ring_kernel_base::~ring_kernel_base() {
 
 void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::size_t size) {
   if (proxy_->started) throw error(errc::invalid_argument, "kernel '" + name() + "': set_arg after start()");
-  if (const cl_int s = clSetKernelArg(proxy_->kernel(), 3 + index, size, value); s != CL_SUCCESS)
-    throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + name() + "'").c_str());
+  proxy_->set_arg(index, value, size);
 }
 
 void ring_kernel_base::start_untyped(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {
@@ -688,6 +720,10 @@ std::exception_ptr ring_kernel_base::failure() const {
 }
 
 void ring_kernel_base::notify() noexcept { proxy_->wake(); }
+
+void ring_kernel_base::stop_now() noexcept {
+  if (proxy_->started) proxy_->request_stop(kernel_stop::now);
+}
 
 void ring_kernel_base::stop(std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
   ec.clear();

@@ -58,7 +58,10 @@ occupancy::slot occupancy::try_acquire(kernel_mode mode, const std::string& kern
   // A persistent kernel reserves its worker at once: a parked or batched kernel that holds one
   // now always leaves, and the device starts the persistent launch then. Transient kernels wait
   // for a free worker.
-  if (mode != kernel_mode::persistent && holders_.size() >= budget_) return {};
+  if (mode != kernel_mode::persistent && holders_.size() >= budget_) {
+    last_refusal_ = std::chrono::steady_clock::now();
+    return {};
+  }
   const auto id = next_id_++;
   holders_.push_back({id, mode, kernel});
   return slot(this, id);
@@ -67,6 +70,15 @@ occupancy::slot occupancy::try_acquire(kernel_mode mode, const std::string& kern
 void occupancy::release(std::uint64_t id) noexcept {
   std::lock_guard lock(mutex_);
   std::erase_if(holders_, [id](const holder& h) { return h.id == id; });
+}
+
+} // namespace ringpipe
+
+namespace ringpipe {
+
+bool occupancy::contended() const {
+  std::lock_guard lock(mutex_);
+  return std::chrono::steady_clock::now() - last_refusal_ < std::chrono::milliseconds(5);
 }
 
 } // namespace ringpipe

@@ -4,6 +4,9 @@ namespace ringpipe {
 
 runtime::runtime(topology devices, runtime_options options)
     : topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)) {
+  device_strands_.reserve(topology_.size());
+  for (std::size_t i = 0; i < topology_.size(); ++i)
+    device_strands_.emplace_back(boost::asio::make_strand(io_));
   const unsigned n = options.threads == 0 ? 1 : options.threads;
   threads_.reserve(n);
   for (unsigned i = 0; i < n; ++i)

@@ -23,6 +23,9 @@ inline uint rp_test_mix(uint x) {
   return x;
 }
 
+// The check word a source puts on message seq (ringpipe::test_check).
+inline uint rp_test_check(uint seq) { return rp_test_mix(seq * 2654435761u + 1u); }
+
 // Passes every message on with check = mix(check ^ seq): proves this kernel saw each one.
 inline bool rp_test_step(const rp_test_msg* in, rp_test_msg* out) {
   *out = *in;
@@ -106,6 +109,116 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_stall_at(RINGP
       break;
     }
     state = rp_poll(ctl, !got, rp_pop_available(in, &tail) == 0, &idle_polls);
+  }
+  rp_end(ctl, state);
+}
+
+// Kernel source: produces messages 0 .. count-1 as ringpipe::make_test_message does, then closes
+// its output. The group writes up to local-size messages per round. Where it resumes after a
+// relaunch is its own msgs_out counter, kept in the control block across launches.
+RINGPIPE_DECLARE_SIZES(test_source, 0, sizeof(rp_test_msg))
+__kernel void test_source(RINGPIPE_KERNEL_PARAMS, uint count) {
+  __local uint base, n, head, leave;
+  const uint i = get_local_id(0);
+  if (i == 0) rp_begin(ctl);
+  for (;;) {
+    if (i == 0) {
+      uint idle_polls = 0;
+      n = 0;
+      leave = 0;
+      for (;;) {
+        const uint done = rp_load_relaxed(&ctl->msgs_out);
+        if (done >= count) {
+          rp_close(out);
+          leave = RP_STATE_STOPPED;
+          break;
+        }
+        uint h;
+        const uint take = min(min(rp_push_space(out, &h), count - done), (uint)get_local_size(0));
+        leave = rp_poll(ctl, take == 0, true, &idle_polls);
+        if (leave != 0) break;
+        if (take > 0) {
+          n = take;
+          base = done;
+          head = h;
+          break;
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (leave != 0) break;
+    if (i < n) {
+      rp_test_msg m;
+      m.seq = base + i;
+      m.check = rp_test_check(m.seq);
+      for (uint w = 0; w < (RP_MSG_BYTES - 8) / 4; ++w)
+        m.payload[w] = m.seq + w;
+      *RP_SLOT(out, rp_test_msg, head + i) = m;
+    }
+#if defined(RINGPIPE_C11_ATOMICS)
+    atomic_work_item_fence(CLK_GLOBAL_MEM_FENCE, memory_order_release, RP_SCOPE);
+#endif
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (i == 0) {
+      rp_push_commit(out, head + n);
+      rp_count(ctl, 0, n);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (i == 0) rp_end(ctl, leave);
+}
+
+// The summary test_verify emits at the end of the stream (ringpipe::test_summary).
+typedef struct {
+  ulong count;       // messages seen
+  ulong sum;         // sum of their check words
+  uint expected;     // next sequence number expected
+  uint errors;       // messages out of order or with a wrong check word
+  uint first_error;  // sequence number expected at the first error
+  uint pad;
+} rp_test_summary;
+
+// Stateful kernel sink: checks that messages arrive in order with the check word they should have
+// after `hops` passes through test_map, sums them, and at the end of the stream emits one summary
+// and closes its output. Its running totals live in its state memory across relaunches.
+RINGPIPE_DECLARE_SIZES(test_verify, sizeof(rp_test_msg), sizeof(rp_test_summary))
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_verify(RINGPIPE_KERNEL_PARAMS,
+                                                                        __global rp_test_summary* st, uint hops) {
+  rp_begin(ctl);
+  uint idle_polls = 0;
+  uint state = 0;
+  while (state == 0) {
+    uint tail;
+    const uint avail = min(rp_pop_available(in, &tail), 256u);
+    for (uint k = 0; k < avail; ++k) {
+      const rp_test_msg m = *RP_SLOT(in, rp_test_msg, tail + k);
+      uint check = rp_test_check(m.seq);
+      for (uint h = 0; h < hops; ++h)
+        check = rp_test_mix(check ^ m.seq);
+      if (m.seq != st->expected || m.check != check) {
+        if (st->errors == 0) st->first_error = st->expected;
+        st->errors += 1;
+      }
+      st->expected = m.seq + 1;
+      st->count += 1;
+      st->sum += m.check;
+    }
+    bool idle = avail == 0;
+    if (avail > 0) {
+      rp_pop_commit(in, tail + avail);
+      rp_count(ctl, avail, 0);
+    } else if (rp_drained(in)) {
+      uint head;
+      if (rp_push_space(out, &head) > 0) {
+        *RP_SLOT(out, rp_test_summary, head) = *st;
+        rp_push_commit(out, head + 1);
+        rp_count(ctl, 0, 1);
+        rp_close(out);
+        state = RP_STATE_STOPPED;
+        break;
+      }
+    }
+    state = rp_poll(ctl, idle, avail == 0, &idle_polls);
   }
   rp_end(ctl, state);
 }

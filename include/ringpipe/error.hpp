@@ -20,6 +20,8 @@ enum class errc {
   kernel_fault,     ///< a kernel reported an error code
   closed,           ///< a push into a ring that was closed
   invalid_argument, ///< a bad parameter (capacity, sizes, ...)
+  invalid_pipeline, ///< a cycle, an unconnected port or an impossible link, found before launch
+  stage_failed,     ///< a host stage's function threw
 };
 
 const std::error_category& opencl_category() noexcept;

@@ -10,12 +10,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace ringpipe {
 
@@ -49,12 +52,33 @@ std::string_view to_string(kernel_state s) noexcept;
 /// No ring on this side (sources have no input, sinks no output).
 struct no_message {};
 
+/// The value of one of a raw kernel's own arguments, as bytes.
+struct kernel_arg {
+  std::vector<std::byte> bytes;
+  template <class T> static kernel_arg of(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    kernel_arg a;
+    a.bytes.resize(sizeof(T));
+    std::memcpy(a.bytes.data(), &value, sizeof(T));
+    return a;
+  }
+};
+
 /// Which kernel to run: OpenCL C source (it may #include the embedded cl/ files) and the name of
 /// a kernel declared with RINGPIPE_MAP_KERNEL or RINGPIPE_DECLARE_SIZES.
 struct kernel_spec {
+  kernel_spec() = default;
+  kernel_spec(std::string source_text, std::string kernel_name, std::string options = {})
+      : source(std::move(source_text)), name(std::move(kernel_name)), build_options(std::move(options)) {}
+
   std::string source;
   std::string name;
   std::string build_options; ///< added to the device's defaults
+  /// Stateful kernels: bytes of zeroed device memory passed as the argument after
+  /// RINGPIPE_KERNEL_PARAMS. It lives as long as the kernel, across relaunches of any mode.
+  std::uint32_t state_bytes = 0;
+  /// The kernel's own arguments, in order, after the state argument if there is one.
+  std::vector<kernel_arg> args;
 };
 
 struct kernel_options {
@@ -99,6 +123,9 @@ public:
   /// its rings when it has not stopped within `timeout`; throws the kernel's failure if it failed.
   void stop(std::chrono::nanoseconds timeout = std::chrono::seconds(10));
   void stop(std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  /// Asks the kernel to stop at its next poll, leaving what is queued, and returns at once (a
+  /// failing pipeline stops its other kernels this way). Never throws.
+  void stop_now() noexcept;
   /// Waits until the kernel has stopped (its input ended) and rethrows its failure, if any.
   void wait(std::chrono::nanoseconds timeout = std::chrono::seconds(10));
   /// The failure (fault, stall, launch error) if the kernel failed, else null.
@@ -106,7 +133,8 @@ public:
   /// Wakes the proxy: new input is queued (saves a parked kernel the proxy's polling delay).
   void notify() noexcept;
 
-  /// Sets a raw kernel's own argument `index` (counted after RINGPIPE_KERNEL_PARAMS). Before start().
+  /// Sets a raw kernel's own argument `index` (counted after RINGPIPE_KERNEL_PARAMS and the state
+  /// argument, if any). Before start().
   template <class T> void set_arg(unsigned index, const T& value) {
     static_assert(std::is_trivially_copyable_v<T>);
     set_arg_bytes(index, &value, sizeof(T));

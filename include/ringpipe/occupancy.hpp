@@ -6,6 +6,7 @@
 
 #include <ringpipe/mode.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -49,6 +50,10 @@ public:
   /// persistent ones hold every worker.
   slot try_acquire(kernel_mode mode, const std::string& kernel);
 
+  /// Whether a kernel was refused a worker in the last few milliseconds: parked kernels that hold
+  /// one then leave as soon as they run out of work, instead of after their full idle budget.
+  bool contended() const;
+
   /// Whether a kernel may go persistent now and still leave one worker free for parked and
   /// batched kernels (used to choose a mode automatically).
   bool persistent_available() const;
@@ -67,6 +72,7 @@ private:
   mutable std::mutex mutex_;
   std::vector<holder> holders_;
   std::uint64_t next_id_ = 1;
+  std::chrono::steady_clock::time_point last_refusal_{};
 };
 
 } // namespace ringpipe

@@ -134,6 +134,13 @@ public:
       : buffer_(std::make_shared<ring_buffer>(capacity, sizeof(T), std::move(options))) {}
   ring(const device& dev, std::uint32_t capacity, ring_options options = {})
       : buffer_(std::make_shared<ring_buffer>(dev, capacity, sizeof(T), std::move(options))) {}
+  /// A typed view of an existing ring; throws errc::message_size if its slots are not sizeof(T).
+  explicit ring(std::shared_ptr<ring_buffer> buffer) : buffer_(std::move(buffer)) {
+    if (!buffer_ || buffer_->slot_size() != sizeof(T))
+      throw error(errc::message_size, "ring '" + (buffer_ ? buffer_->name() : std::string("(none)")) + "' has " +
+                                          std::to_string(buffer_ ? buffer_->slot_size() : 0) + "-byte slots, not the " +
+                                          std::to_string(sizeof(T)) + " bytes of this type");
+  }
 
   // --- producer side ---
   [[nodiscard]] bool try_push(const T& m) noexcept { return buffer_->try_push_bytes(&m); }

@@ -1,13 +1,18 @@
 #pragma once
 // The host-side runtime: the devices, a Boost.Asio io_context with a small thread pool, and the
-// executors that kernel proxies and host stages run on.
+// executors that kernel proxies, host stages and device-bound host functions run on.
 
 #include <ringpipe/topology.hpp>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 
+#include <future>
+#include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace ringpipe {
@@ -18,6 +23,9 @@ struct runtime_options {
 
 class runtime {
 public:
+  using executor_type = boost::asio::io_context::executor_type;
+  using strand_type = boost::asio::strand<executor_type>;
+
   explicit runtime(topology devices = topology::discover(), runtime_options options = {});
   ~runtime();
   runtime(const runtime&) = delete;
@@ -26,12 +34,26 @@ public:
   const topology& devices() const noexcept { return topology_; }
   const device& device_at(std::size_t i) const { return topology_[i]; }
   boost::asio::io_context& io() noexcept { return io_; }
-  boost::asio::io_context::executor_type executor() noexcept { return io_.get_executor(); }
+  executor_type executor() noexcept { return io_.get_executor(); }
+
+  /// The executor bound to one device: host functions posted to it run one at a time, in order
+  /// (a strand), so work that drives one device's queues never races with itself.
+  strand_type& device_executor(const device& dev) { return device_strands_.at(dev.index()); }
+
+  /// Runs `fn()` on the device's executor; the future carries its result or exception.
+  template <class F> auto run_on_device(const device& dev, F&& fn) -> std::future<std::invoke_result_t<F&>> {
+    using result = std::invoke_result_t<F&>;
+    auto task = std::make_shared<std::packaged_task<result()>>(std::forward<F>(fn));
+    auto future = task->get_future();
+    boost::asio::post(device_executor(dev), [task] { (*task)(); });
+    return future;
+  }
 
 private:
   topology topology_;
   boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  boost::asio::executor_work_guard<executor_type> work_;
+  std::vector<strand_type> device_strands_;
   std::vector<std::thread> threads_;
 };
 

@@ -46,6 +46,25 @@ template <std::size_t N> test_message<N> make_test_message(std::uint32_t seq) no
   return m;
 }
 
+/// What cl/stages/test_map.cl's test_verify kernel emits at the end of a stream.
+struct test_summary {
+  std::uint64_t count;       ///< messages seen
+  std::uint64_t sum;         ///< sum of their check words
+  std::uint32_t expected;    ///< next sequence number expected
+  std::uint32_t errors;      ///< messages out of order or with a wrong check word
+  std::uint32_t first_error; ///< sequence number expected at the first error
+  std::uint32_t pad;
+};
+static_assert(sizeof(test_summary) == 32);
+
+/// The sum test_verify reports for messages 0 .. count-1 after `hops` passes through test_map.
+inline std::uint64_t test_checksum(std::uint32_t count, int hops) {
+  std::uint64_t sum = 0;
+  for (std::uint32_t s = 0; s < count; ++s)
+    sum += test_check_after(s, hops);
+  return sum;
+}
+
 /// Source text that builds cl/stages/test_map.cl for N-byte messages.
 inline std::string test_stages_source(std::size_t n) {
   return "#define RP_MSG_BYTES " + std::to_string(n) + "\n#include <stages/test_map.cl>\n";

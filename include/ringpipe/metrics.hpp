@@ -1,0 +1,65 @@
+#pragma once
+// A snapshot of a running pipeline: per stage (traffic, queue fill, busy time, launches, mode,
+// device) and per link (kind, traffic, batches), with a readable table and JSON.
+
+#include <ringpipe/topology.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringpipe {
+
+enum class stage_kind {
+  source, ///< a host generator function
+  host,   ///< a host function per message
+  kernel, ///< a ring kernel
+  sink,   ///< a host function consuming messages
+  inlet,  ///< a ring the application pushes into
+  outlet, ///< a ring the application pops from
+  mover,  ///< inserted by the runtime: a staged copy, a merge into or a split out of a kernel
+};
+std::string_view to_string(stage_kind k) noexcept;
+
+struct stage_metrics {
+  std::string name;
+  stage_kind kind = stage_kind::host;
+  std::string device; ///< the device label for kernels, "host" otherwise
+  std::string mode;   ///< kernel mode, or "actor" for host stages
+  std::string state;  ///< running, finished, failed, ...
+  std::uint64_t msgs_in = 0;
+  std::uint64_t msgs_out = 0;
+  std::uint32_t queue_fill = 0; ///< messages waiting in its input ring(s)
+  std::uint32_t queue_capacity = 0;
+  std::uint32_t queue_high_water = 0;
+  double busy_s = 0;          ///< host stages: time spent in the stage's function
+  std::uint64_t launches = 0; ///< kernels: launches (1 for persistent; relaunches for parked/batched)
+};
+
+struct link_metrics {
+  std::string from; ///< "stage.out"
+  std::string to;   ///< "stage.in"
+  link_kind kind = link_kind::direct;
+  bool forced = false;        ///< the kind was forced by the application
+  std::uint64_t messages = 0; ///< delivered over the link
+  std::uint64_t bytes = 0;
+  std::uint64_t batches = 0;  ///< staged links: copies made
+  std::uint32_t capacity = 0; ///< ring slots on the link (both rings for a staged link)
+  std::uint32_t high_water = 0;
+};
+
+struct pipeline_metrics {
+  std::vector<stage_metrics> stages;
+  std::vector<link_metrics> links;
+  std::uint32_t direct_links = 0;
+  std::uint32_t staged_links = 0;
+  std::uint64_t copies = 0; ///< batches copied through host memory by staged links
+  double elapsed_s = 0;     ///< since start()
+
+  /// A fixed-width table, one row per stage and per link.
+  std::string table() const;
+  std::string json() const;
+};
+
+} // namespace ringpipe

@@ -1,0 +1,228 @@
+#pragma once
+// Pipelines: what users write. Stages (sources, host functions, ring kernels, sinks, and inlets
+// and outlets the application drives itself) are declared, then their ports are connected; start()
+// validates the graph, places kernels, chooses a link kind for every connection and launches.
+//
+//   pipeline p(rt);
+//   auto gen = p.add_source<sample>("gen", [i = 0u]() mutable -> std::optional<sample> { ... });
+//   auto scale = p.add_kernel<sample, sample>("scale", spec, on_device(0));
+//   auto check = p.add_sink<sample>("check", [](const sample& s) { ... });
+//   p.connect(gen.out(), scale.in());
+//   p.connect(scale.out(), check.in());
+//   p.run(); // or start() ... wait()
+
+#include <ringpipe/kernel.hpp>
+#include <ringpipe/metrics.hpp>
+#include <ringpipe/ring.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <typeindex>
+#include <utility>
+
+namespace ringpipe {
+
+class runtime;
+
+/// How a stage with several outgoing connections hands out its messages.
+enum class fan_out {
+  broadcast,   ///< every connection gets every message
+  round_robin, ///< connections take turns, one message each
+};
+
+/// Where a kernel stage runs: an explicit device (its index in the runtime's topology), or
+/// automatic (the device with the most free persistent workers, then the fewest kernels).
+struct placement {
+  std::optional<std::size_t> device;
+};
+inline placement on_device(std::size_t index) { return placement{index}; }
+
+struct link_options {
+  std::optional<link_kind> kind; ///< forced kind (direct needs ends that share memory)
+  std::uint32_t capacity = 0;    ///< ring slots; 0: the pipeline's default
+};
+
+struct pipeline_options {
+  std::string name = "pipeline";
+  std::uint32_t capacity = 1024;     ///< default ring slots per link
+  std::uint32_t staging_batch = 256; ///< messages a staged link or host stage moves per turn
+};
+
+/// A message type as the pipeline checks it at run time (connections by name).
+struct message_type {
+  std::type_index type = typeid(void);
+  std::size_t size = 0;
+  std::string name;
+  template <class T> static message_type of();
+  bool none() const noexcept { return size == 0; }
+};
+
+template <class T> struct input_port { std::size_t stage; };
+template <class T> struct output_port { std::size_t stage; };
+
+/// A declared stage; its ports are what connect() takes.
+template <class In, class Out> struct stage_ref {
+  std::size_t id;
+  input_port<In> in() const requires(!std::is_same_v<In, no_message>) { return {id}; }
+  output_port<Out> out() const requires(!std::is_same_v<Out, no_message>) { return {id}; }
+};
+
+namespace detail {
+struct pipeline_impl;
+struct stage_def;
+} // namespace detail
+
+class pipeline {
+public:
+  explicit pipeline(runtime& rt, pipeline_options options = {});
+  /// Stops every kernel and actor at once if still running. Never throws.
+  ~pipeline();
+  pipeline(const pipeline&) = delete;
+  pipeline& operator=(const pipeline&) = delete;
+
+  // --- declaring stages (names are unique; errors name them) ---
+  /// A host generator: `gen()` returns the next message, or std::nullopt to end the stream.
+  template <class T, class Gen> stage_ref<no_message, T> add_source(std::string name, Gen gen);
+  /// A host function per message: `fn(in)` returns Out, or std::optional<Out> (nullopt drops it).
+  template <class In, class Out, class Fn> stage_ref<In, Out> add_host(std::string name, Fn fn);
+  /// A ring kernel (no_message for a side without a ring: kernel sources and sinks).
+  template <class In, class Out>
+  stage_ref<In, Out> add_kernel(std::string name, kernel_spec spec, placement where = {}, kernel_options options = {});
+  /// A host function consuming every message.
+  template <class In, class Fn> stage_ref<In, no_message> add_sink(std::string name, Fn fn);
+  /// A ring the application pushes into after start() (inlet<T>(name)), closing it to end.
+  template <class T> stage_ref<no_message, T> add_inlet(std::string name);
+  /// A ring the application pops from after start() (outlet<T>(name)).
+  template <class T> stage_ref<T, no_message> add_outlet(std::string name);
+
+  // --- connecting ---
+  template <class T> void connect(output_port<T> from, input_port<T> to, link_options options = {}) {
+    connect_ids(from.stage, to.stage, options);
+  }
+  /// By name ("stage", "stage.out" -> "stage", "stage.in"), checked at run time: a message type
+  /// mismatch is refused naming both ports.
+  void connect(const std::string& from, const std::string& to, link_options options = {});
+  void set_fan_out(const std::string& stage, fan_out policy);
+
+  // --- running ---
+  /// Validates (cycles, message types and sizes, unconnected ports, persistent budget), builds
+  /// and places kernels, creates rings and links, then launches. Throws before launching anything
+  /// if the pipeline is invalid.
+  void start();
+  /// Returns when every sink and outlet has seen the end of the stream and every kernel has
+  /// stopped; throws the first failure, naming its stage, after stopping everything; throws
+  /// errc::timeout naming the stages that have not finished.
+  void wait(std::chrono::nanoseconds timeout = std::chrono::minutes(10));
+  void run(std::chrono::nanoseconds timeout = std::chrono::minutes(10)) {
+    start();
+    wait(timeout);
+  }
+  /// Stops everything at once; queued messages are left undelivered. Never throws.
+  void stop() noexcept;
+  /// The first failure, if any.
+  std::exception_ptr failure() const;
+
+  template <class T> ring<T> inlet(const std::string& name) {
+    return ring<T>(port_ring(name, message_type::of<T>(), true));
+  }
+  template <class T> ring<T> outlet(const std::string& name) {
+    return ring<T>(port_ring(name, message_type::of<T>(), false));
+  }
+
+  pipeline_metrics metrics() const;
+  /// One line per stage and link: where it runs and how it is connected (after start()).
+  std::string plan() const;
+  runtime& rt() noexcept;
+
+private:
+  using byte_generate = std::function<bool(std::byte* out)>;
+  using byte_transform = std::function<bool(const std::byte* in, std::byte* out)>;
+  using byte_consume = std::function<void(const std::byte* in)>;
+
+  std::size_t add_stage(std::string name, stage_kind kind, message_type in, message_type out);
+  detail::stage_def& def(std::size_t id);
+  void set_generate(std::size_t id, byte_generate fn);
+  void set_transform(std::size_t id, byte_transform fn);
+  void set_consume(std::size_t id, byte_consume fn);
+  void set_kernel(std::size_t id, kernel_spec spec, placement where, kernel_options options);
+  void connect_ids(std::size_t from, std::size_t to, link_options options);
+  std::shared_ptr<ring_buffer> port_ring(const std::string& name, const message_type& type, bool inlet);
+
+  std::unique_ptr<detail::pipeline_impl> impl_;
+};
+
+// ---- implementation of the templates ----
+
+namespace detail {
+std::string demangle(const char* name);
+}
+
+template <class T> message_type message_type::of() {
+  if constexpr (std::is_same_v<T, no_message>) {
+    return {typeid(no_message), 0, "no_message"};
+  } else {
+    static_assert(std::is_trivially_copyable_v<T>, "pipeline messages are copied as bytes");
+    return {typeid(T), sizeof(T), detail::demangle(typeid(T).name())};
+  }
+}
+
+template <class T, class Gen> stage_ref<no_message, T> pipeline::add_source(std::string name, Gen gen) {
+  const auto id = add_stage(std::move(name), stage_kind::source, message_type::of<no_message>(), message_type::of<T>());
+  set_generate(id, [gen = std::move(gen)](std::byte* out) mutable {
+    std::optional<T> m = gen();
+    if (!m) return false;
+    std::memcpy(out, &*m, sizeof(T));
+    return true;
+  });
+  return {id};
+}
+
+template <class In, class Out, class Fn> stage_ref<In, Out> pipeline::add_host(std::string name, Fn fn) {
+  const auto id = add_stage(std::move(name), stage_kind::host, message_type::of<In>(), message_type::of<Out>());
+  set_transform(id, [fn = std::move(fn)](const std::byte* in, std::byte* out) mutable {
+    In m;
+    std::memcpy(&m, in, sizeof(In));
+    if constexpr (std::is_same_v<std::invoke_result_t<Fn&, const In&>, std::optional<Out>>) {
+      std::optional<Out> r = fn(static_cast<const In&>(m));
+      if (!r) return false;
+      std::memcpy(out, &*r, sizeof(Out));
+    } else {
+      const Out r = fn(static_cast<const In&>(m));
+      std::memcpy(out, &r, sizeof(Out));
+    }
+    return true;
+  });
+  return {id};
+}
+
+template <class In, class Out>
+stage_ref<In, Out> pipeline::add_kernel(std::string name, kernel_spec spec, placement where, kernel_options options) {
+  const auto id = add_stage(std::move(name), stage_kind::kernel, message_type::of<In>(), message_type::of<Out>());
+  set_kernel(id, std::move(spec), where, options);
+  return {id};
+}
+
+template <class In, class Fn> stage_ref<In, no_message> pipeline::add_sink(std::string name, Fn fn) {
+  const auto id = add_stage(std::move(name), stage_kind::sink, message_type::of<In>(), message_type::of<no_message>());
+  set_consume(id, [fn = std::move(fn)](const std::byte* in) mutable {
+    In m;
+    std::memcpy(&m, in, sizeof(In));
+    fn(static_cast<const In&>(m));
+  });
+  return {id};
+}
+
+template <class T> stage_ref<no_message, T> pipeline::add_inlet(std::string name) {
+  return {add_stage(std::move(name), stage_kind::inlet, message_type::of<no_message>(), message_type::of<T>())};
+}
+
+template <class T> stage_ref<T, no_message> pipeline::add_outlet(std::string name) {
+  return {add_stage(std::move(name), stage_kind::outlet, message_type::of<T>(), message_type::of<no_message>())};
+}
+
+} // namespace ringpipe

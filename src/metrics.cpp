@@ -1,0 +1,85 @@
+#include <ringpipe/detail/json.hpp>
+#include <ringpipe/metrics.hpp>
+
+#include <cstdio>
+
+namespace ringpipe {
+
+std::string_view to_string(stage_kind k) noexcept {
+  switch (k) {
+  case stage_kind::source: return "source";
+  case stage_kind::host: return "host";
+  case stage_kind::kernel: return "kernel";
+  case stage_kind::sink: return "sink";
+  case stage_kind::inlet: return "inlet";
+  case stage_kind::outlet: return "outlet";
+  case stage_kind::mover: return "mover";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string format(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+std::string clip(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n - 1) + "~"; }
+
+} // namespace
+
+std::string pipeline_metrics::table() const {
+  std::string t = format("%-22s %-7s %-24s %-10s %-9s %12s %12s %11s %10s %8s\n", "stage", "kind", "device", "mode",
+                         "state", "in", "out", "queue", "high-water", "launches");
+  for (const auto& s : stages) {
+    t += format("%-22s %-7s %-24s %-10s %-9s %12llu %12llu %5u/%-5u %10u %8llu\n", clip(s.name, 22).c_str(),
+                std::string(to_string(s.kind)).c_str(), clip(s.device, 24).c_str(), s.mode.c_str(), s.state.c_str(),
+                static_cast<unsigned long long>(s.msgs_in), static_cast<unsigned long long>(s.msgs_out), s.queue_fill,
+                s.queue_capacity, s.queue_high_water, static_cast<unsigned long long>(s.launches));
+  }
+  t += format("\n%-24s %-24s %-8s %12s %14s %10s %10s\n", "link from", "to", "kind", "messages", "bytes", "batches",
+              "high-water");
+  for (const auto& l : links) {
+    t += format("%-24s %-24s %-8s %12llu %14llu %10llu %5u/%-5u\n", clip(l.from, 24).c_str(), clip(l.to, 24).c_str(),
+                (std::string(to_string(l.kind)) + (l.forced ? "*" : "")).c_str(),
+                static_cast<unsigned long long>(l.messages), static_cast<unsigned long long>(l.bytes),
+                static_cast<unsigned long long>(l.batches), l.high_water, l.capacity);
+  }
+  t +=
+      format("%u direct and %u staged links, %llu batches copied through host memory, %.3f s%s\n", direct_links,
+             staged_links, static_cast<unsigned long long>(copies), elapsed_s, links.empty() ? "" : " (* kind forced)");
+  return t;
+}
+
+std::string pipeline_metrics::json() const {
+  using detail::json_number;
+  using detail::json_string;
+  std::string j = "{\"elapsed_s\": " + json_number(elapsed_s) + ", \"direct_links\": " + std::to_string(direct_links) +
+                  ", \"staged_links\": " + std::to_string(staged_links) + ", \"copies\": " + std::to_string(copies) +
+                  ", \"stages\": [";
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const auto& s = stages[i];
+    j += (i ? ", " : "") + std::string("{\"name\": ") + json_string(s.name) +
+         ", \"kind\": " + json_string(to_string(s.kind)) + ", \"device\": " + json_string(s.device) +
+         ", \"mode\": " + json_string(s.mode) + ", \"state\": " + json_string(s.state) +
+         ", \"msgs_in\": " + std::to_string(s.msgs_in) + ", \"msgs_out\": " + std::to_string(s.msgs_out) +
+         ", \"queue_fill\": " + std::to_string(s.queue_fill) +
+         ", \"queue_capacity\": " + std::to_string(s.queue_capacity) +
+         ", \"queue_high_water\": " + std::to_string(s.queue_high_water) + ", \"busy_s\": " + json_number(s.busy_s) +
+         ", \"launches\": " + std::to_string(s.launches) + "}";
+  }
+  j += "], \"links\": [";
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    const auto& l = links[i];
+    j += (i ? ", " : "") + std::string("{\"from\": ") + json_string(l.from) + ", \"to\": " + json_string(l.to) +
+         ", \"kind\": " + json_string(to_string(l.kind)) + ", \"forced\": " + (l.forced ? "true" : "false") +
+         ", \"messages\": " + std::to_string(l.messages) + ", \"bytes\": " + std::to_string(l.bytes) +
+         ", \"batches\": " + std::to_string(l.batches) + ", \"capacity\": " + std::to_string(l.capacity) +
+         ", \"high_water\": " + std::to_string(l.high_water) + "}";
+  }
+  return j + "]}";
+}
+
+} // namespace ringpipe

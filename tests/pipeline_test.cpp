@@ -1,0 +1,538 @@
+#include <ringpipe/pipeline.hpp>
+
+#include <ringpipe/occupancy.hpp>
+#include <ringpipe/runtime.hpp>
+#include <ringpipe/test_message.hpp>
+
+#include "device_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <stdexcept>
+#include <thread>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+using ringpipe::testing::is_pocl;
+using ringpipe::testing::is_rusticl;
+
+namespace {
+
+using msg = test_message<16>;
+
+kernel_spec test_kernel(const char* name) { return {test_stages_source(16), name}; }
+
+// The host twin of test_map: one hop.
+msg host_step(const msg& m) {
+  msg r = m;
+  r.check = test_mix(m.check ^ m.seq);
+  return r;
+}
+
+// A host source of messages 0 .. count-1.
+auto counting_source(std::uint32_t count) {
+  return [count, next = std::uint32_t{0}]() mutable -> std::optional<msg> {
+    if (next == count) return std::nullopt;
+    return make_test_message<16>(next++);
+  };
+}
+
+// Checks, message by message, exactly-once in-order delivery after `hops` transformations.
+struct checker {
+  int hops = 0;
+  std::uint32_t expected = 0;
+  std::uint32_t errors = 0;
+  std::string first_error;
+  void operator()(const msg& m) {
+    if (m.seq != expected || m.check != test_check_after(m.seq, hops) || m.payload[0] != m.seq) {
+      if (errors++ == 0)
+        first_error = "expected seq " + std::to_string(expected) + ", got " + std::to_string(m.seq) +
+                      (m.check != test_check_after(m.seq, hops) ? " with a wrong check word" : "");
+    }
+    expected = m.seq + 1;
+  }
+};
+
+class PipelineTest : public ringpipe::testing::device_test {};
+
+// ---- chains of host and kernel stages over every device of the environment ----
+
+struct chain_case {
+  int stages;
+  std::uint32_t capacity;
+  std::optional<link_kind> kind; // forced on kernel-to-kernel connections
+  std::uint32_t count;
+};
+
+std::string chain_name(const ::testing::TestParamInfo<chain_case>& p) {
+  return std::to_string(p.param.stages) + "stages_capacity" + std::to_string(p.param.capacity) +
+         (p.param.kind ? "_" + std::string(to_string(*p.param.kind)) : std::string("_auto"));
+}
+
+class PipelineChains : public PipelineTest, public ::testing::WithParamInterface<chain_case> {};
+
+// source -> s1 -> ... -> sN -> sink. Odd stages run on the host, even ones are test_map kernels
+// placed on the devices in turn, so consecutive kernels (stages 2 and 4, with a host stage
+// between) and kernel->host->kernel hops cross devices. With a forced kind, every stage is a
+// kernel, so the forced links join kernels on alternating devices.
+TEST_P(PipelineChains, EveryMessageArrivesOnceInOrder) {
+  const auto& c = GetParam();
+  const auto ndev = topo().size();
+  const bool all_kernels = c.kind.has_value();
+  const bool slow_device = std::any_of(topo().devices().begin(), topo().devices().end(),
+                                       [](const device& d) { return !d.info().svm.fine_buffer; });
+  // Devices without shared memory launch a batch per message at capacity 1 (~0.7 ms each).
+  const std::uint32_t count = slow_device && c.capacity == 1 ? std::min<std::uint32_t>(c.count, 3000) : c.count;
+  if (c.kind == link_kind::direct && ndev > 1 && slow_device)
+    GTEST_SKIP() << "direct links need devices that share fine-grained SVM; this environment has one without";
+
+  pipeline_options options;
+  options.capacity = c.capacity;
+  options.name = "chain";
+  pipeline p(rt(), options);
+  auto src = p.add_source<msg>("source", counting_source(count));
+  output_port<msg> prev = src.out();
+  int hops = 0;
+  std::size_t kernel_index = 0;
+  for (int i = 1; i <= c.stages; ++i) {
+    const bool kernel = all_kernels || i % 2 == 0;
+    const std::string name = "s" + std::to_string(i);
+    link_options link;
+    if (kernel) {
+      auto k = p.add_kernel<msg, msg>(name, test_kernel("test_map"), on_device(kernel_index++ % ndev));
+      if (all_kernels && i > 1) link.kind = c.kind;
+      p.connect(prev, k.in(), link);
+      prev = k.out();
+    } else {
+      auto h = p.add_host<msg, msg>(name, host_step);
+      p.connect(prev, h.in());
+      prev = h.out();
+    }
+    ++hops;
+  }
+  checker check;
+  check.hops = hops;
+  auto sink = p.add_sink<msg>("sink", std::ref(check));
+  p.connect(prev, sink.in());
+  p.run(5min);
+
+  EXPECT_EQ(check.errors, 0u) << check.first_error;
+  EXPECT_EQ(check.expected, count) << "messages lost at the end";
+  const auto m = p.metrics();
+  for (const auto& l : m.links) {
+    EXPECT_EQ(l.messages, count) << l.from << " -> " << l.to;
+    if (c.kind && l.forced) {
+      EXPECT_EQ(l.kind, *c.kind) << l.from << " -> " << l.to;
+    }
+  }
+  RecordProperty("plan", p.plan());
+  if (std::getenv("RINGPIPE_TEST_VERBOSE")) std::printf("%s\n%s", p.plan().c_str(), m.table().c_str());
+}
+
+// Capacity 1 makes every message a handshake between all the pipeline's threads; with more
+// spinning threads than the 2 cores of CI (two kernels and the runtime's threads), each handshake
+// waits for the scheduler (~0.2 ms), so the long capacity-1 chains carry fewer messages.
+INSTANTIATE_TEST_SUITE_P(Mixed, PipelineChains,
+                         ::testing::Values(chain_case{1, 1024, {}, 100000}, chain_case{2, 1024, {}, 100000},
+                                           chain_case{4, 1024, {}, 100000}, chain_case{8, 1024, {}, 100000},
+                                           chain_case{1, 1, {}, 100000}, chain_case{2, 1, {}, 100000},
+                                           chain_case{4, 1, {}, 20000}, chain_case{8, 1, {}, 10000}),
+                         chain_name);
+INSTANTIATE_TEST_SUITE_P(Forced, PipelineChains,
+                         ::testing::Values(chain_case{2, 1024, link_kind::direct, 100000},
+                                           chain_case{2, 1024, link_kind::staged, 100000},
+                                           chain_case{4, 1, link_kind::staged, 10000},
+                                           chain_case{4, 1, link_kind::direct, 10000}),
+                         chain_name);
+
+// ---- kernel source to kernel sink across two devices, as the demo runs it ----
+
+class KernelToKernel : public PipelineTest, public ::testing::WithParamInterface<link_kind> {};
+
+TEST_P(KernelToKernel, SummaryCountsEveryMessage) {
+  const auto ndev = topo().size();
+  const bool shared = std::all_of(topo().devices().begin(), topo().devices().end(),
+                                  [](const device& d) { return d.info().svm.fine_buffer && d.info().svm.atomics; });
+  if (GetParam() == link_kind::direct && !(shared && topo()[0].shares_context_with(topo()[ndev - 1])))
+    GTEST_SKIP() << "direct links need devices in one context with fine-grained SVM";
+  constexpr std::uint32_t count = 200000;
+  pipeline p(rt(), {"k2k"});
+  auto spec = test_kernel("test_source");
+  spec.args = {kernel_arg::of(count)};
+  auto verify = test_kernel("test_verify");
+  verify.state_bytes = sizeof(test_summary);
+  verify.args = {kernel_arg::of(std::uint32_t{0})};
+  auto producer = p.add_kernel<no_message, msg>("producer", spec, on_device(0));
+  auto consumer = p.add_kernel<msg, test_summary>("consumer", verify, on_device(ndev - 1));
+  std::vector<test_summary> got;
+  auto sink = p.add_sink<test_summary>("summary", [&](const test_summary& s) { got.push_back(s); });
+  p.connect(producer.out(), consumer.in(), {GetParam(), 0});
+  p.connect(consumer.out(), sink.in());
+  p.run(5min);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].count, count);
+  EXPECT_EQ(got[0].errors, 0u) << "first error at seq " << got[0].first_error;
+  EXPECT_EQ(got[0].sum, test_checksum(count, 0));
+  const auto m = p.metrics();
+  EXPECT_EQ(m.links[0].kind, GetParam());
+  EXPECT_EQ(m.links[0].messages, count);
+  EXPECT_EQ(m.direct_links + m.staged_links, 2u);
+  EXPECT_GE(GetParam() == link_kind::direct ? m.direct_links : m.staged_links, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Links, KernelToKernel, ::testing::Values(link_kind::direct, link_kind::staged),
+                         [](const auto& p) { return std::string(to_string(p.param)); });
+
+// ---- fan-out and fan-in ----
+
+TEST_F(PipelineTest, BroadcastGivesEverySinkEveryMessageInOrder) {
+  constexpr std::uint32_t count = 100000;
+  pipeline p(rt(), {"broadcast"});
+  auto src = p.add_source<msg>("source", counting_source(count));
+  auto k = p.add_kernel<msg, msg>("map", test_kernel("test_map"));
+  checker a, b;
+  a.hops = b.hops = 1;
+  auto sa = p.add_sink<msg>("a", std::ref(a));
+  auto sb = p.add_sink<msg>("b", std::ref(b));
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sa.in()); // a kernel with two outputs: the runtime splits through a mover
+  p.connect(k.out(), sb.in());
+  p.set_fan_out("map", fan_out::broadcast);
+  p.run(5min);
+  EXPECT_EQ(a.errors, 0u) << a.first_error;
+  EXPECT_EQ(b.errors, 0u) << b.first_error;
+  EXPECT_EQ(a.expected, count);
+  EXPECT_EQ(b.expected, count);
+}
+
+// Round robin out of a source, through a kernel and a host stage, merged into a kernel and a sink:
+// every message exactly once, in order per path.
+TEST_F(PipelineTest, RoundRobinAndMergeKeepOrderPerPath) {
+  constexpr std::uint32_t count = 100000;
+  pipeline p(rt(), {"fan"});
+  auto src = p.add_source<msg>("source", counting_source(count));
+  auto left = p.add_kernel<msg, msg>("left", test_kernel("test_map"));
+  auto right = p.add_host<msg, msg>("right", host_step);
+  auto join = p.add_kernel<msg, msg>("join", test_kernel("test_map"));
+  std::vector<std::uint32_t> seen(count, 0);
+  std::uint32_t last_even = 0, last_odd = 0, order_errors = 0, check_errors = 0;
+  bool first_even = true, first_odd = true;
+  auto sink = p.add_sink<msg>("sink", [&](const msg& m) {
+    if (m.seq >= count) return ++order_errors, void();
+    ++seen[m.seq];
+    if (m.check != test_check_after(m.seq, 2)) ++check_errors;
+    // Round robin from one source: even sequence numbers took one path, odd ones the other.
+    auto& last = m.seq % 2 ? last_odd : last_even;
+    auto& first = m.seq % 2 ? first_odd : first_even;
+    if (!first && m.seq != last + 2) ++order_errors;
+    first = false;
+    last = m.seq;
+  });
+  p.connect(src.out(), left.in());
+  p.connect(src.out(), right.in());
+  p.set_fan_out("source", fan_out::round_robin);
+  p.connect(left.out(), join.in()); // a kernel with two inputs: the runtime merges through a mover
+  p.connect(right.out(), join.in());
+  p.connect(join.out(), sink.in());
+  p.run(5min);
+  EXPECT_EQ(order_errors, 0u);
+  EXPECT_EQ(check_errors, 0u);
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1u), static_cast<long>(count)) << "each message exactly once";
+}
+
+// ---- failures ----
+
+TEST_F(PipelineTest, HostStageThatThrowsFailsThePipelineWithItsName) {
+  pipeline p(rt(), {"throwing"});
+  auto src = p.add_source<msg>("source", counting_source(1000000));
+  auto k = p.add_kernel<msg, msg>("map", test_kernel("test_map"));
+  auto h = p.add_host<msg, msg>("boom", [](const msg& m) {
+    if (m.seq == 5000) throw std::runtime_error("bad sample 5000");
+    return m;
+  });
+  auto sink = p.add_sink<msg>("sink", [](const msg&) {});
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), h.in());
+  p.connect(h.out(), sink.in());
+  p.start();
+  try {
+    p.wait(60s);
+    FAIL() << "a pipeline whose stage threw finished";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::stage_failed));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stage 'boom' failed: bad sample 5000"), std::string::npos) << what;
+  }
+  const auto m = p.metrics();
+  EXPECT_NE(m.stages[1].state, "running") << "the kernel was stopped";
+}
+
+TEST_F(PipelineTest, SourceThatThrowsMidStreamFailsWithItsName) {
+  pipeline p(rt(), {"source-throws"});
+  auto src = p.add_source<msg>("gen", [n = 0u]() mutable -> std::optional<msg> {
+    if (n == 777) throw std::runtime_error("sensor unplugged");
+    return make_test_message<16>(n++);
+  });
+  auto sink = p.add_sink<msg>("sink", [](const msg&) {});
+  p.connect(src.out(), sink.in());
+  p.start();
+  try {
+    p.wait(60s);
+    FAIL() << "a pipeline whose source threw finished";
+  } catch (const ringpipe::error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 'gen' failed: sensor unplugged"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(PipelineTest, KernelErrorFailsThePipelineWithTheStageName) {
+  pipeline p(rt(), {"kernel-error"});
+  auto src = p.add_source<msg>("source", counting_source(100000));
+  auto spec = test_kernel("test_fail_at");
+  spec.args = {kernel_arg::of(std::uint32_t{300})};
+  auto k = p.add_kernel<msg, msg>("faulty", spec);
+  auto k2 = p.add_kernel<msg, msg>("after", test_kernel("test_map"));
+  auto sink = p.add_sink<msg>("sink", [](const msg&) {});
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), k2.in());
+  p.connect(k2.out(), sink.in());
+  p.start();
+  try {
+    p.wait(60s);
+    FAIL() << "a pipeline whose kernel failed finished";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::kernel_fault));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stage 'faulty' failed"), std::string::npos) << what;
+    EXPECT_NE(what.find("error code 42"), std::string::npos) << what;
+  }
+  // Every kernel stops; the pipeline's destructor then waits for their launches to return.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  auto stopped = [&] {
+    const auto m = p.metrics();
+    return m.stages[2].state != "running" && m.stages[2].state != "launched";
+  };
+  while (!stopped() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(stopped()) << p.metrics().table();
+}
+
+// ---- backpressure ----
+
+// A sink that sleeps slows the source; what is buffered never exceeds the rings' capacities plus
+// the one message each actor holds.
+TEST_F(PipelineTest, SlowSinkSlowsTheSourceAndBoundsMemory) {
+  constexpr std::uint32_t count = 600;
+  std::atomic<std::uint32_t> generated{0}, consumed{0}, worst{0};
+  pipeline_options options;
+  options.capacity = 16;
+  options.name = "backpressure";
+  pipeline p(rt(), options);
+  auto src = p.add_source<msg>("source", [&]() -> std::optional<msg> {
+    const auto n = generated.load();
+    if (n == count) return std::nullopt;
+    generated.store(n + 1);
+    return make_test_message<16>(n);
+  });
+  auto k = p.add_kernel<msg, msg>("map", test_kernel("test_map"));
+  auto h = p.add_host<msg, msg>("host", host_step);
+  auto sink = p.add_sink<msg>("slow", [&](const msg&) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    const auto c = consumed.fetch_add(1) + 1;
+    worst.store(std::max(worst.load(), generated.load() - c));
+  });
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), h.in());
+  p.connect(h.out(), sink.in());
+  p.run(5min);
+  const auto m = p.metrics();
+  std::uint32_t bound = 0;
+  for (const auto& l : m.links)
+    bound += l.capacity;
+  bound += static_cast<std::uint32_t>(m.stages.size()); // a message in hand per stage
+  bound += 64;                                          // a kernel group's claim in flight
+  EXPECT_EQ(consumed.load(), count);
+  EXPECT_LE(worst.load(), bound) << "messages buffered beyond the rings' capacities";
+  EXPECT_GE(worst.load(), 3u * 16u) << "the rings filled: the sink was the bottleneck";
+}
+
+// ---- validation before launch ----
+
+TEST_F(PipelineTest, CycleIsRefusedNamingItsPorts) {
+  pipeline p(rt(), {"cyclic"});
+  auto src = p.add_source<msg>("source", counting_source(10));
+  auto a = p.add_host<msg, msg>("a", host_step);
+  auto b = p.add_host<msg, msg>("b", host_step);
+  auto sink = p.add_sink<msg>("sink", [](const msg&) {});
+  p.connect(src.out(), a.in());
+  p.connect(a.out(), b.in());
+  p.connect(b.out(), a.in());
+  p.connect(b.out(), sink.in());
+  try {
+    p.start();
+    FAIL() << "a cyclic pipeline started";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::invalid_pipeline));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("has a cycle"), std::string::npos) << what;
+    EXPECT_NE(what.find("a.out -> b.in"), std::string::npos) << what;
+    EXPECT_NE(what.find("b.out -> a.in"), std::string::npos) << what;
+  }
+}
+
+TEST_F(PipelineTest, MismatchedTypesAreRefusedNamingBothPorts) {
+  pipeline p(rt(), {"types"});
+  p.add_source<test_message<16>>("small", counting_source(10));
+  p.add_sink<test_message<64>>("big", [](const test_message<64>&) {});
+  try {
+    p.connect("small", "big");
+    FAIL() << "connected 16-byte messages to a 64-byte port";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::message_size));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'small.out' (test_message<16> (16 bytes))"), std::string::npos) << what;
+    EXPECT_NE(what.find("'big.in' (test_message<64> (64 bytes))"), std::string::npos) << what;
+  }
+}
+
+TEST_F(PipelineTest, KernelDeclaredForOtherSizesIsRefusedBeforeLaunch) {
+  pipeline p(rt(), {"kernel-size"});
+  auto src = p.add_source<test_message<32>>("source", [] { return std::optional<test_message<32>>(); });
+  auto k = p.add_kernel<test_message<32>, test_message<32>>("map16", test_kernel("test_map")); // built for 16
+  auto sink = p.add_sink<test_message<32>>("sink", [](const test_message<32>&) {});
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  try {
+    p.start();
+    FAIL() << "a kernel built for 16-byte messages took 32-byte ones";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::message_size));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stage 'map16'"), std::string::npos) << what;
+    EXPECT_NE(what.find("16-byte messages"), std::string::npos) << what;
+    EXPECT_NE(what.find("32-byte messages"), std::string::npos) << what;
+  }
+}
+
+TEST_F(PipelineTest, DanglingPortsAreRefusedByName) {
+  pipeline p(rt(), {"dangling"});
+  auto src = p.add_source<msg>("source", counting_source(10));
+  auto h = p.add_host<msg, msg>("orphan", host_step);
+  p.add_sink<msg>("lonely", [](const msg&) {});
+  p.connect(src.out(), h.in());
+  try {
+    p.start();
+    FAIL() << "a pipeline with unconnected ports started";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::invalid_pipeline));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("output port 'orphan.out' is not connected"), std::string::npos) << what;
+    EXPECT_NE(what.find("input port 'lonely.in' is not connected"), std::string::npos) << what;
+  }
+}
+
+TEST_F(PipelineTest, ForcedDirectLinkWithoutSharedMemoryIsRefused) {
+  const auto rusticl = ringpipe::testing::find_device(topo(), is_rusticl);
+  const auto pocl = ringpipe::testing::find_device(topo(), is_pocl);
+  RINGPIPE_REQUIRE_DEVICE(rusticl && pocl, "PoCL and rusticl device pair");
+  pipeline p(rt(), {"no-direct"});
+  auto src = p.add_source<msg>("source", counting_source(10));
+  auto a = p.add_kernel<msg, msg>("on_pocl", test_kernel("test_map"), on_device(*pocl));
+  auto b = p.add_kernel<msg, msg>("on_rusticl", test_kernel("test_map"), on_device(*rusticl));
+  auto sink = p.add_sink<msg>("sink", [](const msg&) {});
+  p.connect(src.out(), a.in());
+  p.connect(a.out(), b.in(), {link_kind::direct, 0});
+  p.connect(b.out(), sink.in());
+  try {
+    p.start();
+    FAIL() << "a direct link between PoCL and rusticl was accepted";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::invalid_pipeline));
+    EXPECT_NE(std::string(e.what()).find("on_pocl.out -> on_rusticl.in cannot be direct"), std::string::npos)
+        << e.what();
+  }
+}
+
+// ---- inlets, outlets, metrics ----
+
+TEST_F(PipelineTest, InletAndOutletCarryApplicationMessages) {
+  pipeline p(rt(), {"ports"});
+  auto in = p.add_inlet<msg>("in");
+  auto k1 = p.add_kernel<msg, msg>("k1", test_kernel("test_map"));
+  auto k2 = p.add_kernel<msg, msg>("k2", test_kernel("test_map"));
+  auto out = p.add_outlet<msg>("out");
+  p.connect(in.out(), k1.in());
+  p.connect(k1.out(), k2.in());
+  p.connect(k2.out(), out.in());
+  p.start();
+  auto push = p.inlet<msg>("in");
+  auto pop = p.outlet<msg>("out");
+  EXPECT_THROW((void)p.outlet<test_message<32>>("out"), ringpipe::error);
+  checker check;
+  check.hops = 2;
+  for (std::uint32_t s = 0; s < 10000; ++s) {
+    push.push(make_test_message<16>(s), 10s);
+    msg m;
+    while (pop.try_pop(m))
+      check(m);
+  }
+  push.close();
+  msg m;
+  while (pop.pop(m, 20s))
+    check(m);
+  p.wait(20s);
+  EXPECT_EQ(check.errors, 0u) << check.first_error;
+  EXPECT_EQ(check.expected, 10000u);
+  const auto metrics = p.metrics();
+  EXPECT_NE(metrics.table().find("k2"), std::string::npos);
+  const auto json = metrics.json();
+  EXPECT_NE(json.find("\"name\": \"k1\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"messages\": 10000"), std::string::npos) << json;
+}
+
+TEST_F(PipelineTest, RunOnDeviceRunsInOrderAndCarriesExceptions) {
+  const auto& dev = topo()[0];
+  std::vector<int> order;
+  std::vector<std::future<int>> results;
+  for (int i = 0; i < 100; ++i)
+    results.push_back(rt().run_on_device(dev, [&order, i] {
+      order.push_back(i); // a strand: no two run at once
+      return i * 2;
+    }));
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(results[static_cast<std::size_t>(i)].get(), i * 2);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  auto failing = rt().run_on_device(dev, []() -> int { throw std::runtime_error("device busy"); });
+  EXPECT_THROW(failing.get(), std::runtime_error);
+}
+
+// ---- repeated build, run and stop ----
+
+TEST_F(PipelineTest, TwoHundredCyclesOfBuildRunStopLeaveNothingBehind) {
+  for (int cycle = 0; cycle < 200; ++cycle) {
+    pipeline p(rt(), {"cycle"});
+    auto src = p.add_source<msg>("source", counting_source(200));
+    auto k = p.add_kernel<msg, msg>("map", test_kernel("test_map"));
+    checker check;
+    check.hops = 1;
+    auto sink = p.add_sink<msg>("sink", std::ref(check));
+    p.connect(src.out(), k.in());
+    p.connect(k.out(), sink.in());
+    if (cycle % 2 == 0) {
+      p.run(60s);
+      ASSERT_EQ(check.expected, 200u) << "cycle " << cycle;
+    } else {
+      p.start();
+      p.stop(); // stopped while running: nothing hangs
+    }
+  }
+  for (const auto& d : topo().devices())
+    EXPECT_EQ(d.budget().in_use(), 0u) << "a worker is still held on " << d.label();
+}
+
+} // namespace
