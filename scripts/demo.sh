@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 build=${RINGPIPE_BUILD_DIR:-build}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j2
-# Until the producer-consumer demo lands, the main job is the device report.
-POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe "$build/tools/ringpipe-info" "$@"
+# Two PoCL devices in one platform: the producer runs on one, the consumer on the other.
+POCL_DEVICES="pthread pthread" RUSTICL_ENABLE= "$build/examples/producer_consumer" "$@"

@@ -138,6 +138,21 @@ std::size_t host_actor::turn() {
     }
     return moved;
   }
+  if (!transform && !consume && inputs.size() == 1 && outputs.size() == 1) {
+    // A plain copy (staged links): one block through the staging buffer per turn.
+    auto& in = *inputs[0];
+    auto& out = *outputs[0].ring;
+    const auto n = std::min<std::size_t>({in.ring->size(), out.space(), batch_});
+    if (n > 0) {
+      staging_.resize(n * in_size_);
+      const auto got = in.ring->pop_n_bytes(staging_.data(), n);
+      (void)out.push_n_bytes(staging_.data(), got); // room was checked; only this actor pushes
+      in.popped.fetch_add(got, std::memory_order_relaxed);
+      msgs_in.fetch_add(got, std::memory_order_relaxed);
+      msgs_out.fetch_add(got, std::memory_order_relaxed);
+      moved = got;
+    }
+  }
   while (moved < batch_ && has_room()) {
     // Merge: take from the inputs in turn; each input's own order is kept.
     bool got = false;

@@ -80,6 +80,7 @@ private:
   std::uint32_t batch_;
   std::size_t in_size_ = 0, out_size_ = 0;
   std::vector<std::byte> in_buf_, out_buf_;
+  std::vector<std::byte> staging_; // copies: a block of messages in host memory
   std::size_t next_in_ = 0, next_out_ = 0;
   std::chrono::steady_clock::time_point last_progress_;
   std::chrono::microseconds idle_delay_{0};

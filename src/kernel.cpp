@@ -721,6 +721,10 @@ std::exception_ptr ring_kernel_base::failure() const {
 
 void ring_kernel_base::notify() noexcept { proxy_->wake(); }
 
+bool ring_kernel_base::wait_exited(std::chrono::nanoseconds timeout) noexcept {
+  return !proxy_->started || proxy_->wait_exited(timeout);
+}
+
 void ring_kernel_base::stop_now() noexcept {
   if (proxy_->started) proxy_->request_stop(kernel_stop::now);
 }

@@ -1,6 +1,7 @@
 #include <ringpipe/detail/json.hpp>
 #include <ringpipe/metrics.hpp>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace ringpipe {
@@ -47,9 +48,11 @@ std::string pipeline_metrics::table() const {
                 static_cast<unsigned long long>(l.messages), static_cast<unsigned long long>(l.bytes),
                 static_cast<unsigned long long>(l.batches), l.high_water, l.capacity);
   }
-  t +=
-      format("%u direct and %u staged links, %llu batches copied through host memory, %.3f s%s\n", direct_links,
-             staged_links, static_cast<unsigned long long>(copies), elapsed_s, links.empty() ? "" : " (* kind forced)");
+  t += format("%u direct and %u staged links, %llu batches copied through host memory, %.3f s%s\n", direct_links,
+              staged_links, static_cast<unsigned long long>(copies), elapsed_s,
+              std::any_of(links.begin(), links.end(), [](const link_metrics& l) { return l.forced; })
+                  ? " (* kind forced)"
+                  : "");
   return t;
 }
 

@@ -117,12 +117,17 @@ struct pipeline_impl {
       if (s->kernel) s->kernel->stop_now();
   }
 
-  // Waits for actors to leave their loops; they hold callbacks into this object.
-  void join_actors() {
+  // Waits for actors to leave their loops (they hold callbacks into this object) and for kernels'
+  // launches to return.
+  void join() {
     for (auto& a : actors)
       if (!a->wait_exited(std::chrono::seconds(30)))
         std::fprintf(stderr, "ringpipe: pipeline '%s': stage '%s' did not leave its function within 30 s\n",
                      options.name.c_str(), a->name.c_str());
+    for (auto& s : stages)
+      if (s->kernel && !s->kernel->wait_exited(std::chrono::seconds(10)))
+        std::fprintf(stderr, "ringpipe: pipeline '%s': kernel stage '%s' did not stop within 10 s\n",
+                     options.name.c_str(), s->name.c_str());
   }
 
   void validate();
@@ -424,7 +429,7 @@ pipeline::pipeline(runtime& rt, pipeline_options options)
 pipeline::~pipeline() {
   if (!impl_->started) return;
   impl_->halt();
-  impl_->join_actors();
+  impl_->join();
   // Kernels stop in their destructors (at once, waiting for their launches to return).
 }
 
@@ -522,7 +527,7 @@ void pipeline::wait(std::chrono::nanoseconds timeout) {
         if (auto f = s->kernel->failure()) p.record_failure(s->name, f);
     if (auto f = failure()) {
       p.halt();
-      p.join_actors();
+      p.join();
       std::rethrow_exception(f);
     }
     bool done = true;
@@ -566,7 +571,7 @@ void pipeline::wait(std::chrono::nanoseconds timeout) {
 void pipeline::stop() noexcept {
   if (!impl_->started) return;
   impl_->halt();
-  impl_->join_actors();
+  impl_->join();
 }
 
 std::shared_ptr<ring_buffer> pipeline::port_ring(const std::string& name, const message_type& type, bool inlet) {

@@ -126,6 +126,9 @@ public:
   /// Asks the kernel to stop at its next poll, leaving what is queued, and returns at once (a
   /// failing pipeline stops its other kernels this way). Never throws.
   void stop_now() noexcept;
+  /// Waits until the kernel's last launch has returned and it is stopped or faulted; false if
+  /// that took longer than `timeout`. Never throws.
+  bool wait_exited(std::chrono::nanoseconds timeout) noexcept;
   /// Waits until the kernel has stopped (its input ended) and rethrows its failure, if any.
   void wait(std::chrono::nanoseconds timeout = std::chrono::seconds(10));
   /// The failure (fault, stall, launch error) if the kernel failed, else null.

@@ -39,6 +39,8 @@ public:
   const std::vector<device>& devices() const noexcept { return devices_; }
   const device& operator[](std::size_t i) const { return devices_.at(i); }
   std::size_t size() const noexcept { return devices_.size(); }
+  auto begin() const noexcept { return devices_.begin(); }
+  auto end() const noexcept { return devices_.end(); }
   link_kind link(std::size_t from, std::size_t to) const { return links_.at(from * devices_.size() + to); }
   const std::vector<platform_failure>& failures() const noexcept { return failures_; }
 
