@@ -4,6 +4,7 @@
 
 #include <ringpipe/detail/json.hpp>
 #include <ringpipe/kernel.hpp>
+#include <ringpipe/pipeline.hpp>
 #include <ringpipe/program.hpp>
 #include <ringpipe/runtime.hpp>
 #include <ringpipe/test_message.hpp>
@@ -32,6 +33,7 @@ struct result {
 
 struct settings {
   bool quick = false;
+  bool verbose = false; // print each pipeline's metrics table
   std::uint32_t stream_messages() const { return quick ? 100'000 : 1'000'000; }
   std::uint32_t rtt_samples() const { return quick ? 2'000 : 20'000; }
 };
@@ -210,6 +212,160 @@ void spsc_baseline(const settings& s, std::vector<result>& out) {
             << " us\n";
 }
 
+// ---- pipelines (issue: runtime, links) ----
+
+// Messages per stream for an N-byte message: about 160 MB (16 MB quick) of payload, at most 10 M.
+std::uint32_t stream_count(std::size_t bytes, const settings& s) {
+  const std::size_t budget = s.quick ? (16u << 20) : (160u << 20);
+  return static_cast<std::uint32_t>(std::clamp<std::size_t>(budget / bytes, 2000, s.quick ? 1'000'000 : 10'000'000));
+}
+
+// A producer kernel on `from` streams to a verifying consumer kernel on `to`; returns msgs/s
+// (from start() to the consumer's summary) and the link kind the pipeline used.
+template <std::size_t N>
+std::pair<double, link_kind> kernel_stream(runtime& rt, std::size_t from, std::size_t to, std::optional<link_kind> kind,
+                                           std::uint32_t count, const settings& s) {
+  using msg = test_message<N>;
+  pipeline_options options;
+  options.name = "bench";
+  options.capacity = static_cast<std::uint32_t>(std::clamp<std::size_t>((4u << 20) / N, 64, 1024));
+  pipeline p(rt, options);
+  kernel_spec producer(test_stages_source(N), "test_source");
+  producer.args = {kernel_arg::of(count)};
+  kernel_spec consumer(test_stages_source(N), "test_verify");
+  consumer.state_bytes = sizeof(test_summary);
+  consumer.args = {kernel_arg::of(std::uint32_t{0})};
+  auto a = p.add_kernel<no_message, msg>("producer", producer, on_device(from));
+  auto b = p.add_kernel<msg, test_summary>("consumer", consumer, on_device(to));
+  test_summary sum{};
+  auto sink = p.add_sink<test_summary>("summary", [&](const test_summary& x) { sum = x; });
+  link_options link;
+  link.kind = kind;
+  p.connect(a.out(), b.in(), link);
+  p.connect(b.out(), sink.in());
+  const auto t0 = clock_type::now();
+  p.run(10min);
+  const double secs = seconds_since(t0);
+  if (sum.count != count || sum.errors != 0 || sum.sum != test_checksum(count, 0))
+    throw std::runtime_error("kernel stream of " + std::to_string(N) + "-byte messages: " + std::to_string(sum.count) +
+                             " of " + std::to_string(count) + " arrived, " + std::to_string(sum.errors) + " errors");
+  if (s.verbose) std::cerr << p.metrics().table();
+  return {count / secs, p.metrics().links[0].kind};
+}
+
+template <std::size_t N> void kernel_to_kernel(runtime& rt, const settings& s, std::vector<result>& out) {
+  result r{"kernel_to_kernel", {{"msg_bytes", std::to_string(N)}}, {}};
+  const auto count = stream_count(N, s);
+  const auto [rate, kind] = kernel_stream<N>(rt, 0, 0, std::nullopt, count, s);
+  add_stream_metrics(r, 1, N, 1.0 / rate);
+  r.params["link"] = std::string(to_string(kind));
+  out.push_back(r);
+  std::cerr << "  kernel_to_kernel " << N << " B: " << rate << " msgs/s\n";
+}
+
+template <std::size_t N> void cross_device(runtime& rt, const settings& s, std::vector<result>& out) {
+  if (rt.devices().size() < 2) {
+    std::cerr << "  cross_device: needs two devices (POCL_DEVICES=\"pthread pthread\"); not measured\n";
+    return;
+  }
+  for (const auto kind : {link_kind::direct, link_kind::staged}) {
+    if (kind == link_kind::direct &&
+        !(rt.device_at(0).shares_context_with(rt.device_at(1)) && rt.device_at(0).info().svm.fine_buffer &&
+          rt.device_at(1).info().svm.fine_buffer)) {
+      std::cerr << "  cross_device direct: devices 0 and 1 share no fine-grained SVM; not measured\n";
+      continue;
+    }
+    result r{"cross_device", {{"msg_bytes", std::to_string(N)}, {"link", std::string(to_string(kind))}}, {}};
+    const auto [rate, used] = kernel_stream<N>(rt, 0, 1, kind, stream_count(N, s), s);
+    add_stream_metrics(r, 1, N, 1.0 / rate);
+    out.push_back(r);
+    std::cerr << "  cross_device " << N << " B " << to_string(used) << ": " << rate << " msgs/s\n";
+  }
+}
+
+// inlet -> stage 1 -> stage 2 -> outlet, driven from this thread: a verified stream, then
+// one-message round trips.
+template <class Build> result two_stage(runtime& rt, const char* name, Build build, const settings& s) {
+  using msg = test_message<16>;
+  pipeline p(rt, {name});
+  auto in = p.add_inlet<msg>("in");
+  auto out = p.add_outlet<msg>("out");
+  build(p, in.out(), out.in());
+  p.start();
+  auto push = p.inlet<msg>("in");
+  auto pop = p.outlet<msg>("out");
+  result r{name, {{"msg_bytes", "16"}}, {}};
+  const std::uint32_t count = s.stream_messages();
+  std::vector<msg> batch(64), got(64);
+  std::uint32_t sent = 0, received = 0;
+  const auto t0 = clock_type::now();
+  while (received < count) {
+    if (sent < count) {
+      const auto n = std::min<std::uint32_t>(count - sent, 64);
+      for (std::uint32_t i = 0; i < n; ++i)
+        batch[i] = make_test_message<16>(sent + i);
+      sent += static_cast<std::uint32_t>(push.push_n(std::span(batch).first(n)));
+    }
+    const auto popped = pop.pop_n(got);
+    for (std::size_t i = 0; i < popped; ++i, ++received)
+      if (got[i].seq != received || got[i].check != test_check_after(received, 2))
+        throw std::runtime_error(std::string(name) + ": message " + std::to_string(received) + " lost or corrupted");
+    if (auto f = p.failure()) std::rethrow_exception(f);
+  }
+  r.metrics["msgs_per_s"] = count / seconds_since(t0);
+  std::vector<double> us;
+  us.reserve(s.rtt_samples());
+  for (std::uint32_t i = 0; i < s.rtt_samples(); ++i) {
+    msg m = make_test_message<16>(count + i);
+    const auto t1 = clock_type::now();
+    push.push(m, 10s);
+    if (!pop.pop(m, 10s) || m.seq != count + i) throw std::runtime_error(std::string(name) + ": lost a ping");
+    us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t1).count());
+  }
+  push.close();
+  p.wait(60s);
+  r.metrics["p50_us"] = percentile(us, 0.50);
+  r.metrics["p99_us"] = percentile(us, 0.99);
+  r.metrics["p999_us"] = percentile(us, 0.999);
+  std::cerr << "  " << name << ": " << r.metrics["msgs_per_s"] << " msgs/s, p50 " << r.metrics["p50_us"] << " us, p99 "
+            << r.metrics["p99_us"] << " us\n";
+  return r;
+}
+
+void pipeline_latency(runtime& rt, const settings& s, std::vector<result>& out) {
+  using msg = test_message<16>;
+  out.push_back(two_stage(
+      rt, "pipeline_latency",
+      [](pipeline& p, output_port<msg> from, input_port<msg> to) {
+        auto k1 = p.add_kernel<msg, msg>("k1", kernel_spec(test_stages_source(16), "test_map"), on_device(0));
+        auto k2 = p.add_kernel<msg, msg>("k2", kernel_spec(test_stages_source(16), "test_map"), on_device(0));
+        p.connect(from, k1.in());
+        p.connect(k1.out(), k2.in());
+        p.connect(k2.out(), to);
+      },
+      s));
+  out.back().params["devices"] = "0";
+}
+
+void asio_baseline(runtime& rt, const settings& s, std::vector<result>& out) {
+  using msg = test_message<16>;
+  auto step = [](const msg& m) {
+    msg r = m;
+    r.check = test_mix(m.check ^ m.seq);
+    return r;
+  };
+  out.push_back(two_stage(
+      rt, "asio_baseline",
+      [&](pipeline& p, output_port<msg> from, input_port<msg> to) {
+        auto h1 = p.add_host<msg, msg>("h1", step);
+        auto h2 = p.add_host<msg, msg>("h2", step);
+        p.connect(from, h1.in());
+        p.connect(h1.out(), h2.in());
+        p.connect(h2.out(), to);
+      },
+      s));
+}
+
 void write_json(const std::string& path, const std::vector<result>& results) {
   std::ofstream f(path);
   f << "{\"results\": [";
@@ -240,13 +396,15 @@ int main(int argc, char** argv) {
       filter = argv[++i];
     else if (!std::strcmp(argv[i], "--quick"))
       s.quick = true;
+    else if (!std::strcmp(argv[i], "--verbose"))
+      s.verbose = true;
     else {
-      std::cerr << "usage: ringpipe-bench --json FILE [--filter REGEX] [--quick]\n";
+      std::cerr << "usage: ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose]\n";
       return 2;
     }
   }
   if (json_path.empty()) {
-    std::cerr << "usage: ringpipe-bench --json FILE [--filter REGEX] [--quick]\n";
+    std::cerr << "usage: ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose]\n";
     return 2;
   }
   const std::regex want(filter);
@@ -269,6 +427,18 @@ int main(int argc, char** argv) {
       relaunch_baseline<4096>(dev, s, results);
     }
     if (selected("spsc_baseline")) spsc_baseline(s, results);
+    if (selected("kernel_to_kernel")) {
+      kernel_to_kernel<16>(rt, s, results);
+      kernel_to_kernel<256>(rt, s, results);
+    }
+    if (selected("cross_device")) {
+      cross_device<16>(rt, s, results);
+      cross_device<256>(rt, s, results);
+      cross_device<4096>(rt, s, results);
+      cross_device<65536>(rt, s, results);
+    }
+    if (selected("pipeline_latency")) pipeline_latency(rt, s, results);
+    if (selected("asio_baseline")) asio_baseline(rt, s, results);
     write_json(json_path, results);
     return 0;
   } catch (const std::exception& e) {

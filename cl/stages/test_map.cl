@@ -148,12 +148,13 @@ __kernel void test_source(RINGPIPE_KERNEL_PARAMS, uint count) {
     barrier(CLK_LOCAL_MEM_FENCE);
     if (leave != 0) break;
     if (i < n) {
-      rp_test_msg m;
-      m.seq = base + i;
-      m.check = rp_test_check(m.seq);
+      // Written field by field into the slot: large messages never sit in private memory.
+      __global rp_test_msg* m = RP_SLOT(out, rp_test_msg, head + i);
+      const uint seq = base + i;
+      m->seq = seq;
+      m->check = rp_test_check(seq);
       for (uint w = 0; w < (RP_MSG_BYTES - 8) / 4; ++w)
-        m.payload[w] = m.seq + w;
-      *RP_SLOT(out, rp_test_msg, head + i) = m;
+        m->payload[w] = seq + w;
     }
 #if defined(RINGPIPE_C11_ATOMICS)
     atomic_work_item_fence(CLK_GLOBAL_MEM_FENCE, memory_order_release, RP_SCOPE);
@@ -191,17 +192,19 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_verify(RINGPIP
     uint tail;
     const uint avail = min(rp_pop_available(in, &tail), 256u);
     for (uint k = 0; k < avail; ++k) {
-      const rp_test_msg m = *RP_SLOT(in, rp_test_msg, tail + k);
-      uint check = rp_test_check(m.seq);
+      __global const rp_test_msg* m = RP_SLOT(in, rp_test_msg, tail + k);
+      const uint seq = m->seq;
+      const uint got = m->check;
+      uint check = rp_test_check(seq);
       for (uint h = 0; h < hops; ++h)
-        check = rp_test_mix(check ^ m.seq);
-      if (m.seq != st->expected || m.check != check) {
+        check = rp_test_mix(check ^ seq);
+      if (seq != st->expected || got != check) {
         if (st->errors == 0) st->first_error = st->expected;
         st->errors += 1;
       }
-      st->expected = m.seq + 1;
+      st->expected = seq + 1;
       st->count += 1;
-      st->sum += m.check;
+      st->sum += got;
     }
     bool idle = avail == 0;
     if (avail > 0) {
