@@ -154,6 +154,9 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   }
 
   ~kernel_proxy() {
+    unmap(in_staging);
+    unmap(out_staging);
+    if (in_staging.buffer() != nullptr || out_staging.buffer() != nullptr) clFinish(queue());
     if (ctl_svm != nullptr) clSVMFree(dev.context()(), ctl_svm);
   }
 
@@ -243,6 +246,10 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
         kernel.setArg(0, ctl_buffer);
         kernel.setArg(1, in_mirror);
         kernel.setArg(2, out_mirror);
+        // Batches cross between host and device through pinned (driver-allocated, mapped) host
+        // memory, which devices copy by DMA; on CPU devices it is ordinary memory.
+        in_staging = pinned_staging(std::size_t{mirror_capacity} * in->slot_size());
+        out_staging = pinned_staging(std::size_t{mirror_capacity} * out->slot_size());
         return 0;
       });
     }
@@ -424,15 +431,13 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
         static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
     host_ctl.state = static_cast<std::uint32_t>(kernel_state::launched);
 
-    in_staging.resize(std::max<std::size_t>(std::size_t{n} * in_size, 1));
-    out_staging.resize(std::max<std::size_t>(std::size_t{n} * out_size, 1));
     for (std::uint32_t i = 0; i < (has_input ? n : 0); ++i)
-      std::memcpy(in_staging.data() + std::size_t{i} * in_size, in->slot(batch.tail + i), in_size);
+      std::memcpy(in_staging.data + std::size_t{i} * in_size, in->slot(batch.tail + i), in_size);
 
     cl_call("batched launch", [&] {
       queue.enqueueWriteBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
       if (has_input && n > 0)
-        queue.enqueueWriteBuffer(in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size, in_staging.data());
+        queue.enqueueWriteBuffer(in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size, in_staging.data);
       queue.enqueueWriteBuffer(out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header);
       queue.enqueueWriteBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &host_ctl);
       queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size));
@@ -440,7 +445,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       queue.enqueueReadBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
       if (has_output && n > 0)
         queue.enqueueReadBuffer(out_mirror, CL_FALSE, sizeof(ring_header) + std::size_t{batch.out_start} * out_size,
-                                std::size_t{n} * out_size, out_staging.data());
+                                std::size_t{n} * out_size, out_staging.data);
       queue.enqueueReadBuffer(out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header, nullptr, &running);
       queue.flush();
       return 0;
@@ -456,7 +461,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     const std::uint32_t produced = batch.out_header.head - batch.out_start;
     if (produced > batch.n) throw error(errc::kernel_fault, "produced more results than the batch had room for");
     if (has_output && produced > 0) {
-      const auto pushed = out->push_n_bytes(out_staging.data(), produced);
+      const auto pushed = out->push_n_bytes(out_staging.data, produced);
       if (pushed != produced) throw error(errc::kernel_fault, "output ring lost room during a batch");
     }
     const std::uint32_t consumed = batch.in_header.tail;
@@ -644,7 +649,24 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   control_block host_ctl{};
   cl::Buffer ctl_buffer, in_mirror, out_mirror;
   std::uint32_t mirror_capacity = 0;
-  std::vector<std::byte> in_staging, out_staging; // a batch's input and results, host side
+  // A batch's input and results on the host side, in pinned memory.
+  struct pinned {
+    cl::Buffer buffer;
+    std::byte* data = nullptr;
+  };
+  pinned in_staging, out_staging;
+  pinned pinned_staging(std::size_t bytes) {
+    pinned p;
+    p.buffer = cl::Buffer(dev.context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, std::max<std::size_t>(bytes, 4));
+    p.data = static_cast<std::byte*>(
+        queue.enqueueMapBuffer(p.buffer, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, std::max<std::size_t>(bytes, 4)));
+    return p;
+  }
+  void unmap(pinned& p) noexcept {
+    if (p.data == nullptr) return;
+    clEnqueueUnmapMemObject(queue(), p.buffer(), p.data, 0, nullptr, nullptr);
+    p.data = nullptr;
+  }
   struct {
     std::uint32_t n = 0;         // messages in the batch (and result room)
     std::uint32_t tail = 0;      // input ring counter of its first message

@@ -457,6 +457,34 @@ TEST_F(PipelineTest, ForcedDirectLinkWithoutSharedMemoryIsRefused) {
   }
 }
 
+TEST_F(PipelineTest, ForcedPersistentKernelsBeyondTheBudgetAreRefusedBeforeLaunch) {
+  const auto pocl = ringpipe::testing::find_device(topo(), is_pocl);
+  RINGPIPE_REQUIRE_DEVICE(pocl, "PoCL device");
+  const auto budget = topo()[*pocl].budget().budget();
+  pipeline p(rt(), {"over-budget"});
+  auto src = p.add_source<msg>("source", counting_source(10));
+  output_port<msg> prev = src.out();
+  kernel_options persistent;
+  persistent.mode = kernel_mode::persistent;
+  for (std::uint32_t i = 0; i <= budget; ++i) {
+    auto k = p.add_kernel<msg, msg>("k" + std::to_string(i), test_kernel("test_map"), on_device(*pocl), persistent);
+    p.connect(prev, k.in());
+    prev = k.out();
+  }
+  auto sink = p.add_sink<msg>("sink", [](const msg&) {});
+  p.connect(prev, sink.in());
+  try {
+    p.start();
+    FAIL() << budget + 1 << " forced persistent kernels started on a budget of " << budget;
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::budget_exceeded));
+    const std::string what = e.what();
+    EXPECT_NE(what.find("forces " + std::to_string(budget + 1) + " persistent kernels"), std::string::npos) << what;
+    EXPECT_NE(what.find("'k0'"), std::string::npos) << what;
+  }
+  EXPECT_EQ(topo()[*pocl].budget().in_use(), 0u) << "nothing was launched";
+}
+
 // ---- inlets, outlets, metrics ----
 
 TEST_F(PipelineTest, InletAndOutletCarryApplicationMessages) {
