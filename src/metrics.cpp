@@ -48,8 +48,8 @@ std::string pipeline_metrics::table() const {
                 static_cast<unsigned long long>(l.messages), static_cast<unsigned long long>(l.bytes),
                 static_cast<unsigned long long>(l.batches), l.high_water, l.capacity);
   }
-  t += format("%u direct and %u staged links, %llu batches copied through host memory, %.3f s%s\n", direct_links,
-              staged_links, static_cast<unsigned long long>(copies), elapsed_s,
+  t += format("%u direct, %u staged and %u fused links, %llu batches copied through host memory, %.3f s%s\n",
+              direct_links, staged_links, fused_links, static_cast<unsigned long long>(copies), elapsed_s,
               std::any_of(links.begin(), links.end(), [](const link_metrics& l) { return l.forced; })
                   ? " (* kind forced)"
                   : "");
@@ -60,7 +60,8 @@ std::string pipeline_metrics::json() const {
   using detail::json_number;
   using detail::json_string;
   std::string j = "{\"elapsed_s\": " + json_number(elapsed_s) + ", \"direct_links\": " + std::to_string(direct_links) +
-                  ", \"staged_links\": " + std::to_string(staged_links) + ", \"copies\": " + std::to_string(copies) +
+                  ", \"staged_links\": " + std::to_string(staged_links) +
+                  ", \"fused_links\": " + std::to_string(fused_links) + ", \"copies\": " + std::to_string(copies) +
                   ", \"stages\": [";
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const auto& s = stages[i];

@@ -1,5 +1,6 @@
 #include <ringpipe/occupancy.hpp>
 #include <ringpipe/pipeline.hpp>
+#include <ringpipe/program.hpp>
 #include <ringpipe/runtime.hpp>
 
 #include "host_actor.hpp"
@@ -48,7 +49,9 @@ struct stage_def {
   std::unique_ptr<ring_kernel_base> kernel;
   std::shared_ptr<ring_buffer> kernel_in, kernel_out;
   std::shared_ptr<host_actor> actor;
-  std::shared_ptr<ring_buffer> port; // inlets and outlets
+  std::shared_ptr<ring_buffer> port;     // inlets and outlets
+  std::optional<std::size_t> fused_into; // runs inside that stage's kernel
+  std::vector<std::string> fused_with;   // stages this one's kernel also runs
 
   std::string in_port() const { return name + ".in"; }
   std::string out_port() const { return name + ".out"; }
@@ -57,6 +60,7 @@ struct stage_def {
 
 struct edge_def {
   std::size_t from = 0, to = 0;
+  std::string from_port, to_port; // as connected (fusion moves `from`)
   link_options options;
   // realized by start()
   link_kind kind = link_kind::direct;
@@ -132,6 +136,8 @@ struct pipeline_impl {
 
   void validate();
   void check_budget();
+  void place_kernels();
+  void fuse();
   void build_kernels();
   void realize_links();
   void launch();
@@ -224,9 +230,8 @@ void pipeline_impl::check_budget() {
   }
 }
 
-// Places kernel stages and builds them: a build error or a declared size that does not match
-// the stage's message types is refused here, before anything runs.
-void pipeline_impl::build_kernels() {
+// Places each kernel stage on its device: the one asked for, or the freest.
+void pipeline_impl::place_kernels() {
   const auto& topo = rt.devices();
   std::vector<std::uint32_t> placed(topo.size(), 0);
   for (auto& s : stages) {
@@ -251,8 +256,54 @@ void pipeline_impl::build_kernels() {
     ++placed[index];
     s->dev = topo[index];
   }
+}
+
+namespace {
+// Whether the program (with its embedded includes) defines `name` with RINGPIPE_MAP_KERNEL.
+bool declares_map_kernel(const std::string& source, const std::string& name) {
+  return resolve_includes(source).find("RINGPIPE_MAP_KERNEL(" + name + ",") != std::string::npos;
+}
+bool same_options(const kernel_options& a, const kernel_options& b) {
+  return a.mode == b.mode && a.local_size == b.local_size && a.idle_budget == b.idle_budget &&
+         a.batch_capacity == b.batch_capacity && a.stall_timeout == b.stall_timeout;
+}
+} // namespace
+
+// Adjacent map kernels of one program on one device, with nothing else reading between them,
+// become one kernel (RINGPIPE_FUSE): one resident kernel and no ring instead of two.
+void pipeline_impl::fuse() {
+  if (!options.fuse_kernels) return;
+  for (std::size_t ai = 0; ai < stages.size(); ++ai) {
+    auto& a = *stages[ai];
+    if (!a.is_kernel() || a.fused_into || !declares_map_kernel(a.spec.source, a.spec.name)) continue;
+    const std::string program = a.spec.source;
+    while (a.out_edges.size() == 1) {
+      auto& e = edges[a.out_edges[0]];
+      auto& b = *stages[e.to];
+      if (!b.is_kernel() || b.in_edges.size() != 1 || e.options.kind || e.options.capacity != 0) break;
+      if (b.dev->index() != a.dev->index() || b.spec.source != program ||
+          b.spec.build_options != a.spec.build_options || !declares_map_kernel(program, b.spec.name) ||
+          !b.spec.args.empty() || b.spec.state_bytes != 0 || !same_options(a.kernel_opts, b.kernel_opts))
+        break;
+      a.spec.source += "\nRINGPIPE_FUSE(" + a.spec.name + ", " + b.spec.name + ")\n";
+      a.spec.name += "__then__" + b.spec.name;
+      a.out = b.out;
+      a.fused_with.push_back(b.name);
+      e.kind = link_kind::fused;
+      a.out_edges = b.out_edges;
+      for (const auto x : a.out_edges)
+        edges[x].from = ai;
+      b.out_edges.clear();
+      b.fused_into = ai;
+    }
+  }
+}
+
+// Builds the kernels: a build error or a declared size that does not match the stage's message
+// types is refused here, before anything runs.
+void pipeline_impl::build_kernels() {
   for (auto& s : stages) {
-    if (!s->is_kernel()) continue;
+    if (!s->is_kernel() || s->fused_into) continue;
     try {
       s->kernel = std::make_unique<ring_kernel_base>(rt, *s->dev, s->spec, s->in.size, s->out.size, s->kernel_opts);
     } catch (const ringpipe::error& e) {
@@ -270,11 +321,12 @@ void pipeline_impl::build_kernels() {
 void pipeline_impl::realize_links() {
   for (std::size_t ei = 0; ei < edges.size(); ++ei) {
     auto& e = edges[ei];
+    if (e.kind == link_kind::fused) continue;
     auto& a = *stages[e.from];
     auto& b = *stages[e.to];
     const std::uint32_t capacity = e.options.capacity != 0 ? e.options.capacity : options.capacity;
     const auto slot = static_cast<std::uint32_t>(a.out.size);
-    const std::string ring_name = a.out_port() + "->" + b.in_port();
+    const std::string ring_name = e.from_port + "->" + e.to_port;
     // A kernel end that polls this connection's ring itself (one connection on that side).
     const std::optional<device> prod = a.is_kernel() && a.out_edges.size() == 1 ? a.dev : std::nullopt;
     const std::optional<device> cons = b.is_kernel() && b.in_edges.size() == 1 ? b.dev : std::nullopt;
@@ -323,6 +375,7 @@ void pipeline_impl::realize_links() {
   // Each stage's side of its connections.
   for (auto& sp : stages) {
     auto& s = *sp;
+    if (s.fused_into) continue;
     if (s.is_kernel()) {
       const auto& d = *s.dev;
       if (!s.in.none()) {
@@ -382,7 +435,7 @@ void pipeline_impl::realize_links() {
 
   // What each connection's consumer side has taken.
   for (auto& e : edges) {
-    if (e.delivered) continue;
+    if (e.delivered || e.kind == link_kind::fused) continue;
     auto& b = *stages[e.to];
     if (b.actor) {
       const auto k = static_cast<std::size_t>(
@@ -418,6 +471,9 @@ void pipeline_impl::launch() {
 std::string pipeline_impl::stage_label(const stage_def& s) const {
   std::string l = std::string(to_string(s.kind)) + " '" + s.name + "'";
   if (s.kernel) l += " on " + s.dev->label() + " (" + std::string(to_string(s.kernel->mode())) + ")";
+  for (const auto& f : s.fused_with)
+    l += ", fused with '" + f + "'";
+  if (s.fused_into) l += ": runs fused in the kernel of '" + stages[*s.fused_into]->name + "'";
   return l;
 }
 
@@ -472,6 +528,8 @@ void pipeline::connect_ids(std::size_t from, std::size_t to, link_options option
   detail::edge_def e;
   e.from = from;
   e.to = to;
+  e.from_port = a.out_port();
+  e.to_port = b.in_port();
   e.options = options;
   impl_->edges.push_back(std::move(e));
   a.out_edges.push_back(impl_->edges.size() - 1);
@@ -505,6 +563,8 @@ void pipeline::start() {
   auto& p = *impl_;
   if (p.started) throw error(errc::invalid_pipeline, "pipeline '" + p.options.name + "' was already started");
   p.validate();
+  p.place_kernels();
+  p.fuse();
   p.build_kernels();
   p.check_budget();
   p.realize_links();
@@ -612,7 +672,11 @@ pipeline_metrics pipeline::metrics() const {
     sm.kind = s->kind;
     sm.device = s->dev ? s->dev->label() : "host";
     sm.mode = "actor";
-    if (s->kernel) {
+    if (s->fused_into) {
+      const auto& head = *p.stages[*s->fused_into];
+      sm.mode = "fused";
+      sm.state = "fused into '" + head.name + "'";
+    } else if (s->kernel) {
       const auto st = s->kernel->stats();
       sm.mode = std::string(to_string(s->kernel->mode()));
       sm.state = std::string(to_string(s->kernel->state()));
@@ -647,8 +711,8 @@ pipeline_metrics pipeline::metrics() const {
     if (s->kernel && !detail::shares_memory(*s->dev)) m.copies += s->kernel->stats().launches;
   for (const auto& e : p.edges) {
     link_metrics lm;
-    lm.from = p.stages[e.from]->out_port();
-    lm.to = p.stages[e.to]->in_port();
+    lm.from = e.from_port;
+    lm.to = e.to_port;
     lm.kind = e.kind;
     lm.forced = e.options.kind.has_value();
     if (e.delivered) lm.messages = e.delivered();
@@ -662,7 +726,7 @@ pipeline_metrics pipeline::metrics() const {
         lm.high_water = std::max(lm.high_water, e.producer_ring->high_water());
       }
     }
-    (e.kind == link_kind::direct ? m.direct_links : m.staged_links) += 1;
+    (e.kind == link_kind::direct ? m.direct_links : e.kind == link_kind::fused ? m.fused_links : m.staged_links) += 1;
     m.links.push_back(std::move(lm));
   }
   return m;
@@ -674,7 +738,7 @@ std::string pipeline::plan() const {
   for (const auto& st : p.stages)
     s += p.stage_label(*st) + "\n";
   for (const auto& e : p.edges) {
-    s += p.stages[e.from]->out_port() + " -> " + p.stages[e.to]->in_port() + ": " + std::string(to_string(e.kind));
+    s += e.from_port + " -> " + e.to_port + ": " + std::string(to_string(e.kind));
     if (e.consumer_ring) {
       s += " (" + std::to_string(e.consumer_ring->capacity()) + " slots in " +
            (e.consumer_ring->memory() == ring_memory::svm ? "SVM" : "host memory");

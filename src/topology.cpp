@@ -38,6 +38,7 @@ std::string_view to_string(link_kind k) noexcept {
   case link_kind::direct: return "direct";
   case link_kind::copy: return "copy";
   case link_kind::staged: return "staged";
+  case link_kind::fused: return "fused";
   }
   return "?";
 }

@@ -188,6 +188,46 @@ TEST_P(KernelToKernel, SummaryCountsEveryMessage) {
 INSTANTIATE_TEST_SUITE_P(Links, KernelToKernel, ::testing::Values(link_kind::direct, link_kind::staged),
                          [](const auto& p) { return std::string(to_string(p.param)); });
 
+// ---- fusion of adjacent map kernels ----
+
+class KernelFusion : public PipelineTest, public ::testing::WithParamInterface<bool> {};
+
+// source -> map -> filter_even -> map -> sink on one device: fused into one kernel by default,
+// three kernels when fusion is off; the same messages either way.
+TEST_P(KernelFusion, AdjacentMapKernelsGiveTheSameStream) {
+  constexpr std::uint32_t count = 100000;
+  pipeline_options options;
+  options.name = "fusion";
+  options.fuse_kernels = GetParam();
+  pipeline p(rt(), options);
+  auto src = p.add_source<msg>("source", counting_source(count));
+  auto k1 = p.add_kernel<msg, msg>("first", test_kernel("test_map"), on_device(0));
+  auto k2 = p.add_kernel<msg, msg>("even", test_kernel("test_filter_even"), on_device(0));
+  auto k3 = p.add_kernel<msg, msg>("last", test_kernel("test_map"), on_device(0));
+  std::uint32_t expected = 0, errors = 0;
+  auto sink = p.add_sink<msg>("sink", [&](const msg& m) {
+    if (m.seq != expected || m.check != test_check_after(m.seq, 3)) ++errors;
+    expected = m.seq + 2;
+  });
+  p.connect(src.out(), k1.in());
+  p.connect(k1.out(), k2.in());
+  p.connect(k2.out(), k3.in());
+  p.connect(k3.out(), sink.in());
+  p.run(5min);
+  EXPECT_EQ(errors, 0u);
+  EXPECT_EQ(expected, count) << "every even message arrived";
+  const auto m = p.metrics();
+  EXPECT_EQ(m.fused_links, GetParam() ? 2u : 0u) << p.plan();
+  if (GetParam()) {
+    EXPECT_NE(p.plan().find("fused with 'even', fused with 'last'"), std::string::npos) << p.plan();
+    EXPECT_EQ(m.stages[1].msgs_in, count);
+    EXPECT_EQ(m.stages[1].msgs_out, count / 2) << "the fused kernel's output is the last stage's";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OnAndOff, KernelFusion, ::testing::Bool(),
+                         [](const auto& p) { return p.param ? std::string("fused") : std::string("separate"); });
+
 // ---- fan-out and fan-in ----
 
 TEST_F(PipelineTest, BroadcastGivesEverySinkEveryMessageInOrder) {
@@ -461,7 +501,10 @@ TEST_F(PipelineTest, ForcedPersistentKernelsBeyondTheBudgetAreRefusedBeforeLaunc
   const auto pocl = ringpipe::testing::find_device(topo(), is_pocl);
   RINGPIPE_REQUIRE_DEVICE(pocl, "PoCL device");
   const auto budget = topo()[*pocl].budget().budget();
-  pipeline p(rt(), {"over-budget"});
+  pipeline_options options;
+  options.name = "over-budget";
+  options.fuse_kernels = false; // fused, the chain would be one kernel
+  pipeline p(rt(), options);
   auto src = p.add_source<msg>("source", counting_source(10));
   output_port<msg> prev = src.out();
   kernel_options persistent;

@@ -285,9 +285,13 @@ template <std::size_t N> void cross_device(runtime& rt, const settings& s, std::
 
 // inlet -> stage 1 -> stage 2 -> outlet, driven from this thread: a verified stream, then
 // one-message round trips.
-template <class Build> result two_stage(runtime& rt, const char* name, Build build, const settings& s) {
+template <class Build>
+result two_stage(runtime& rt, const char* name, Build build, const settings& s, bool fuse = true) {
   using msg = test_message<16>;
-  pipeline p(rt, {name});
+  pipeline_options options;
+  options.name = name;
+  options.fuse_kernels = fuse;
+  pipeline p(rt, options);
   auto in = p.add_inlet<msg>("in");
   auto out = p.add_outlet<msg>("out");
   build(p, in.out(), out.in());
@@ -332,19 +336,23 @@ template <class Build> result two_stage(runtime& rt, const char* name, Build bui
   return r;
 }
 
+// The two map kernels are adjacent on one device: fused into one kernel by default. The unfused
+// row shows the cost of a second resident kernel (on 2 cores: a third spinning thread).
 void pipeline_latency(runtime& rt, const settings& s, std::vector<result>& out) {
   using msg = test_message<16>;
-  out.push_back(two_stage(
-      rt, "pipeline_latency",
-      [](pipeline& p, output_port<msg> from, input_port<msg> to) {
-        auto k1 = p.add_kernel<msg, msg>("k1", kernel_spec(test_stages_source(16), "test_map"), on_device(0));
-        auto k2 = p.add_kernel<msg, msg>("k2", kernel_spec(test_stages_source(16), "test_map"), on_device(0));
-        p.connect(from, k1.in());
-        p.connect(k1.out(), k2.in());
-        p.connect(k2.out(), to);
-      },
-      s));
-  out.back().params["devices"] = "0";
+  for (const bool fuse : {true, false}) {
+    out.push_back(two_stage(
+        rt, "pipeline_latency",
+        [](pipeline& p, output_port<msg> from, input_port<msg> to) {
+          auto k1 = p.add_kernel<msg, msg>("k1", kernel_spec(test_stages_source(16), "test_map"), on_device(0));
+          auto k2 = p.add_kernel<msg, msg>("k2", kernel_spec(test_stages_source(16), "test_map"), on_device(0));
+          p.connect(from, k1.in());
+          p.connect(k1.out(), k2.in());
+          p.connect(k2.out(), to);
+        },
+        s, fuse));
+    out.back().params["fused"] = fuse ? "true" : "false";
+  }
 }
 
 void asio_baseline(runtime& rt, const settings& s, std::vector<result>& out) {

@@ -54,6 +54,7 @@ struct pipeline_metrics {
   std::vector<link_metrics> links;
   std::uint32_t direct_links = 0;
   std::uint32_t staged_links = 0;
+  std::uint32_t fused_links = 0; ///< stages run in one kernel: no ring, messages not counted
   std::uint64_t copies = 0; ///< batches copied through host memory by staged links
   double elapsed_s = 0;     ///< since start()
 

@@ -51,6 +51,10 @@ struct pipeline_options {
   std::string name = "pipeline";
   std::uint32_t capacity = 1024;     ///< default ring slots per link
   std::uint32_t staging_batch = 256; ///< messages a staged link or host stage moves per turn
+  /// Run adjacent map kernels (RINGPIPE_MAP_KERNEL) of one program on one device as one kernel,
+  /// when nothing else reads between them and their link is not forced: one resident kernel and
+  /// no ring instead of two kernels polling a ring. plan() and metrics() show fused links.
+  bool fuse_kernels = true;
 };
 
 /// A message type as the pipeline checks it at run time (connections by name).

@@ -14,6 +14,7 @@ enum class link_kind {
   direct, ///< both ends reach the same ring memory (same device, or shared fine-grained SVM)
   copy,   ///< same context without shared SVM: device-to-device buffer copies
   staged, ///< different platforms: a host actor copies through pinned host memory
+  fused,  ///< pipelines only: both stages run in one kernel, no ring between them
 };
 std::string_view to_string(link_kind k) noexcept;
 
