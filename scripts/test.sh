@@ -1,10 +1,40 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds ringpipe with warnings as errors, and runs the whole test suite.
+#   scripts/test.sh [--sanitizers] [ctest arguments...]
+# --sanitizers (what CI runs) then also builds and runs the suite with AddressSanitizer and
+# UndefinedBehaviorSanitizer, and the host-side concurrency tests with ThreadSanitizer, each in its own
+# build folder. Any sanitizer report fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sanitizers=0
+if [[ ${1:-} == --sanitizers ]]; then
+  sanitizers=1
+  shift
+fi
 ./scripts/install-deps.sh
 build=${RINGPIPE_BUILD_DIR:-build}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGPIPE_WARNINGS_AS_ERRORS=ON \
-  ${RINGPIPE_SANITIZERS:+-DRINGPIPE_SANITIZERS=$RINGPIPE_SANITIZERS} >/dev/null
-cmake --build "$build" -j2
-ctest --test-dir "$build" -j2 --output-on-failure "$@"
+
+configure_build_test() { # folder, sanitizers, extra cmake options, then ctest arguments
+  local dir=$1 san=$2 extra=$3
+  shift 3
+  # shellcheck disable=SC2086 # $extra holds several options
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGPIPE_WARNINGS_AS_ERRORS=ON \
+    ${san:+-DRINGPIPE_SANITIZERS=$san} $extra >/dev/null
+  cmake --build "$dir" -j2
+  ctest --test-dir "$dir" -j2 --output-on-failure "$@"
+}
+
+configure_build_test "$build" "${RINGPIPE_SANITIZERS:-}" "" "$@"
+if ((sanitizers)); then
+  echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
+  # oclgrind preloads its own OpenCL runtime, and the install test builds an uninstrumented
+  # project against the library: both only run in the plain build.
+  configure_build_test "$build-asan" address,undefined "" -E "oclgrind|install" "$@"
+  echo "== ThreadSanitizer (host-side concurrency tests)"
+  # Left out: kernel.* (their concurrency is between host threads and kernels ThreadSanitizer
+  # does not instrument; the pipeline tests run the same proxies' host side) and
+  # pipeline.pocl_rusticl (rusticl and llvmpipe's LLVM JIT synchronise their threads in code
+  # ThreadSanitizer does not see, so it reports races inside them).
+  configure_build_test "$build-tsan" thread "-DRINGPIPE_BUILD_EXAMPLES=OFF -DRINGPIPE_BUILD_TOOLS=OFF" \
+    -L concurrency -E "^kernel[.]|rusticl" "$@"
+fi
