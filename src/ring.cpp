@@ -79,11 +79,12 @@ void ring_buffer::init(std::uint32_t capacity, std::uint32_t slot_size, const ri
   header_->capacity = capacity;
   header_->slot_size = slot_size;
   header_->mask = capacity - 1;
-  header_->flags = 0;
   slots_ = reinterpret_cast<std::byte*>(header_) + sizeof(ring_header);
   producer_tail_cache_ = options.initial_counter;
   consumer_head_cache_ = options.initial_counter;
-  std::atomic_thread_fence(std::memory_order_release);
+  // Written last with release: publishes the header to whoever acquires the ring's counters (a
+  // store rather than a fence, which ThreadSanitizer cannot model).
+  std::atomic_ref(header_->flags).store(0, std::memory_order_release);
 }
 
 ring_buffer::~ring_buffer() {
