@@ -91,7 +91,7 @@ struct pipeline_impl {
     throw error(errc::invalid_pipeline, "pipeline '" + options.name + "' has no stage named '" + name + "'");
   }
 
-  void record_failure(const std::string& stage, std::exception_ptr e) {
+  void record_failure(const std::string& stage, const std::exception_ptr& e) {
     std::string what = "unknown exception";
     std::error_code code = make_error_code(errc::stage_failed);
     try {
@@ -222,11 +222,11 @@ void pipeline_impl::check_budget() {
     if (names.size() <= budget[pool]) continue;
     std::string list;
     for (const auto& n : names)
-      list += (list.empty() ? "'" : ", '") + n + "'";
-    throw error(errc::budget_exceeded, "pipeline '" + options.name + "' forces " + std::to_string(names.size()) +
-                                           " persistent kernels (" + list + ") onto pool '" + pool + "', which has " +
-                                           std::to_string(budget[pool]) +
-                                           " free workers; let the runtime choose their modes (parked)");
+      list.append(list.empty() ? "'" : ", '").append(n).append("'");
+    std::string what = "pipeline '" + options.name + "' forces " + std::to_string(names.size());
+    what.append(" persistent kernels (").append(list).append(") onto pool '").append(pool).append("', which has ");
+    what.append(std::to_string(budget[pool])).append(" free workers; let the runtime choose their modes (parked)");
+    throw error(errc::budget_exceeded, what);
   }
 }
 
@@ -455,7 +455,7 @@ void pipeline_impl::realize_links() {
 
 void pipeline_impl::launch() {
   for (auto& a : actors)
-    a->on_failure = [this, name = a->name](std::exception_ptr e) { record_failure(name, std::move(e)); };
+    a->on_failure = [this, name = a->name](const std::exception_ptr& e) { record_failure(name, e); };
   try {
     for (auto& s : stages)
       if (s->kernel) s->kernel->start_buffers(s->kernel_in, s->kernel_out);
