@@ -152,7 +152,17 @@ std::size_t host_actor::turn() {
       msgs_out.fetch_add(got, std::memory_order_relaxed);
       moved = got;
     }
+  } else {
+    moved = move_each();
   }
+  if (moved < batch_ && std::all_of(inputs.begin(), inputs.end(), [](const auto& in) { return in->ring->drained(); }))
+    end_stream();
+  return moved;
+}
+
+// Message by message: merging inputs in turn, applying the stage's function, fanning out.
+std::size_t host_actor::move_each() {
+  std::size_t moved = 0;
   while (moved < batch_ && has_room()) {
     // Merge: take from the inputs in turn; each input's own order is kept.
     bool got = false;
@@ -175,8 +185,6 @@ std::size_t host_actor::turn() {
       push(in_buf_.data());
     }
   }
-  if (moved < batch_ && std::all_of(inputs.begin(), inputs.end(), [](const auto& in) { return in->ring->drained(); }))
-    end_stream();
   return moved;
 }
 

@@ -70,6 +70,7 @@ private:
   void tick();
   void schedule(bool progress);
   std::size_t turn();
+  std::size_t move_each();
   bool has_room();
   void push(const std::byte* message);
   void end_stream();

@@ -142,6 +142,25 @@ struct pipeline_impl {
   void realize_links();
   void launch();
   std::string stage_label(const stage_def& s) const;
+
+  // Whether a stage has seen the end of its stream (a stage that consumes a mover's output can
+  // only finish after the mover has, so movers need no check of their own).
+  static bool finished(const stage_def& s) {
+    if (s.actor) return s.actor->finished.load();
+    if (s.kernel) return s.kernel->state() == kernel_state::stopped;
+    if (s.kind == stage_kind::outlet) return s.port->drained();
+    if (s.kind == stage_kind::inlet) return s.port->closed();
+    return true; // fused into another stage's kernel
+  }
+  static std::string why_running(const stage_def& s) {
+    if (s.actor) return std::to_string(s.actor->queued()) + " messages queued";
+    if (s.kernel)
+      return std::string(to_string(s.kernel->state())) + ", " + std::to_string(s.kernel_in ? s.kernel_in->size() : 0) +
+             " messages queued";
+    if (s.kind == stage_kind::outlet)
+      return std::to_string(s.port->size()) + " messages not yet popped by the application";
+    return "not closed by the application";
+  }
 };
 
 namespace {
@@ -590,35 +609,13 @@ void pipeline::wait(std::chrono::nanoseconds timeout) {
       p.join();
       std::rethrow_exception(f);
     }
-    bool done = true;
-    std::string pending;
-    for (auto& s : p.stages) {
-      bool finished = true;
-      std::string why;
-      if (s->actor) {
-        finished = s->actor->finished.load();
-        if (!finished) why = std::to_string(s->actor->queued()) + " messages queued";
-      } else if (s->kernel) {
-        finished = s->kernel->state() == kernel_state::stopped;
-        if (!finished)
-          why = std::string(to_string(s->kernel->state())) + ", " +
-                std::to_string(s->kernel_in ? s->kernel_in->size() : 0) + " messages queued";
-      } else if (s->kind == stage_kind::outlet) {
-        finished = s->port->drained();
-        if (!finished) why = std::to_string(s->port->size()) + " messages not yet popped by the application";
-      } else if (s->kind == stage_kind::inlet) {
-        finished = s->port->closed();
-        if (!finished) why = "not closed by the application";
-      }
-      if (!finished) {
-        done = false;
-        pending += (pending.empty() ? "" : ", ") + p.stage_label(*s) + " (" + why + ")";
-      }
-    }
-    for (auto& e : p.edges)
-      if (e.mover && !e.mover->finished.load()) done = false;
+    const bool done = std::all_of(p.stages.begin(), p.stages.end(), [&](const auto& st) { return p.finished(*st); });
     if (done) return;
     if (std::chrono::steady_clock::now() >= deadline) {
+      std::string pending;
+      for (const auto& st : p.stages)
+        if (!p.finished(*st))
+          pending += (pending.empty() ? "" : ", ") + p.stage_label(*st) + " (" + p.why_running(*st) + ")";
       throw error(errc::timeout,
                   "pipeline '" + p.options.name + "' did not finish within " +
                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
