@@ -55,8 +55,8 @@ struct pipeline_metrics {
   std::uint32_t direct_links = 0;
   std::uint32_t staged_links = 0;
   std::uint32_t fused_links = 0; ///< stages run in one kernel: no ring, messages not counted
-  std::uint64_t copies = 0; ///< batches copied through host memory by staged links
-  double elapsed_s = 0;     ///< since start()
+  std::uint64_t copies = 0;      ///< batches copied through host memory by staged links
+  double elapsed_s = 0;          ///< since start()
 
   /// A fixed-width table, one row per stage and per link.
   std::string table() const;
