@@ -7,7 +7,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <array>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -40,8 +42,16 @@ std::string ms(std::chrono::nanoseconds d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
 
-// Reads the sizes RINGPIPE_DECLARE_SIZES stored (plus one) in a work_group_size_hint.
-std::optional<std::pair<std::size_t, std::size_t>> sizes_from_attributes(const cl::Kernel& sizes) {
+// What a kernel declared with RP_DECLARE_KERNEL (stage.clh): its message sizes and kind.
+struct declaration {
+  std::size_t in_bytes = 0;
+  std::size_t out_bytes = 0;
+  bool map = false; // consumes whole batches, at most one result per message, no state
+};
+constexpr unsigned long kind_map = 1; // RP_KIND_MAP
+
+// Reads the declaration (each value plus one) from the companion kernel's work_group_size_hint.
+std::optional<declaration> declaration_from_attributes(const cl::Kernel& sizes) {
   std::string attributes;
   try {
     attributes = sizes.getInfo<CL_KERNEL_ATTRIBUTES>();
@@ -49,20 +59,21 @@ std::optional<std::pair<std::size_t, std::size_t>> sizes_from_attributes(const c
     return std::nullopt;
   }
   const auto pos = attributes.find("work_group_size_hint(");
-  unsigned long in = 0, out = 0;
+  unsigned long in = 0, out = 0, kind = 0;
   if (pos == std::string::npos ||
-      std::sscanf(attributes.c_str() + pos, "work_group_size_hint(%lu ,%lu", &in, &out) != 2 || in == 0 || out == 0)
+      std::sscanf(attributes.c_str() + pos, "work_group_size_hint(%lu ,%lu ,%lu", &in, &out, &kind) != 3 || in == 0 ||
+      out == 0 || kind == 0)
     return std::nullopt;
-  return std::pair<std::size_t, std::size_t>{in - 1, out - 1};
+  return declaration{in - 1, out - 1, kind - 1 == kind_map};
 }
 
 // Where attributes are not reported (oclgrind returns none that parse), runs the companion kernel
-// once: it writes the sizes. It is one work-item and never waits, so it cannot starve for long;
-// still, it gets a deadline.
-std::pair<std::size_t, std::size_t> sizes_from_launch(const device& dev, cl::Kernel& sizes, const std::string& name) {
+// once: it writes the declaration. It is one work-item and never waits, so it cannot starve for
+// long; still, it gets a deadline.
+declaration declaration_from_launch(const device& dev, cl::Kernel& sizes, const std::string& name) {
   return cl_call(("reading the message sizes of kernel '" + name + "'").c_str(), [&] {
     cl::CommandQueue queue(dev.context(), dev.cl_device());
-    cl::Buffer result(dev.context(), CL_MEM_READ_WRITE, 2 * sizeof(cl_uint));
+    cl::Buffer result(dev.context(), CL_MEM_READ_WRITE, 3 * sizeof(cl_uint));
     sizes.setArg(0, result);
     cl::Event ran;
     queue.enqueueNDRangeKernel(sizes, cl::NullRange, cl::NDRange(1), cl::NDRange(1), nullptr, &ran);
@@ -73,21 +84,20 @@ std::pair<std::size_t, std::size_t> sizes_from_launch(const device& dev, cl::Ker
       throw error(errc::timeout, "kernel '" + name + "': the launch that reads its declared message sizes on device '" +
                                      dev.name() + "' did not finish within 10 s");
     }
-    cl_uint values[2] = {0, 0};
+    cl_uint values[3] = {0, 0, 0};
     queue.enqueueReadBuffer(result, CL_TRUE, 0, sizeof(values), values);
-    return std::pair<std::size_t, std::size_t>{values[0], values[1]};
+    return declaration{values[0], values[1], values[2] == kind_map};
   });
 }
 
-// The sizes kernel `name` declared, or nothing if it declared none.
-std::optional<std::pair<std::size_t, std::size_t>> declared_sizes(const device& dev, const cl::Program& program,
-                                                                  const std::string& name) {
+// What kernel `name` declared, or nothing if it declared nothing.
+std::optional<declaration> declared(const device& dev, const cl::Program& program, const std::string& name) {
   cl_int status = CL_SUCCESS;
   cl_kernel k = clCreateKernel(program(), (name + "__ringpipe_sizes").c_str(), &status);
   if (status != CL_SUCCESS) return std::nullopt;
   cl::Kernel sizes(k);
-  if (auto found = sizes_from_attributes(sizes)) return found;
-  return sizes_from_launch(dev, sizes, name);
+  if (auto found = declaration_from_attributes(sizes)) return found;
+  return declaration_from_launch(dev, sizes, name);
 }
 
 std::string describe_size(std::size_t bytes) {
@@ -97,23 +107,27 @@ std::string describe_size(std::size_t bytes) {
 } // namespace
 
 struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
+  struct lane; // one batch in flight on a device without shared memory
+
   kernel_proxy(runtime& rt, const device& d, kernel_spec s, std::size_t in_b, std::size_t out_b, kernel_options o)
       : dev(d), spec(std::move(s)), options(o), in_bytes(in_b), out_bytes(out_b),
         strand(boost::asio::make_strand(rt.executor())), timer(strand) {
     std::string build_options = base_build_options(dev);
     if (!spec.build_options.empty()) build_options += " " + spec.build_options;
     program = dev.programs().get(dev, resolve_includes(spec.source), build_options, spec.name);
-    const auto sizes = declared_sizes(dev, program, spec.name);
+    const auto sizes = declared(dev, program, spec.name);
     if (!sizes) {
       throw error(errc::message_size, "kernel '" + spec.name +
                                           "' declares no message sizes: define it with RINGPIPE_MAP_KERNEL or "
                                           "RINGPIPE_DECLARE_SIZES");
     }
-    if (sizes->first != in_bytes || sizes->second != out_bytes) {
-      throw error(errc::message_size, "kernel '" + spec.name + "' was declared for " + describe_size(sizes->first) +
-                                          " in and " + describe_size(sizes->second) + " out, but the host type gives " +
-                                          describe_size(in_bytes) + " in and " + describe_size(out_bytes) + " out");
+    if (sizes->in_bytes != in_bytes || sizes->out_bytes != out_bytes) {
+      throw error(errc::message_size, "kernel '" + spec.name + "' was declared for " + describe_size(sizes->in_bytes) +
+                                          " in and " + describe_size(sizes->out_bytes) +
+                                          " out, but the host type gives " + describe_size(in_bytes) + " in and " +
+                                          describe_size(out_bytes) + " out");
     }
+    map_kernel = sizes->map;
     kernel =
         cl_call(("clCreateKernel '" + spec.name + "'").c_str(), [&] { return cl::Kernel(program, spec.name.c_str()); });
     queue = cl_call("clCreateCommandQueue", [&] { return cl::CommandQueue(dev.context(), dev.cl_device()); });
@@ -154,9 +168,17 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   }
 
   ~kernel_proxy() {
-    unmap(in_staging);
-    unmap(out_staging);
-    if (in_staging.buffer() != nullptr || out_staging.buffer() != nullptr) clFinish(queue());
+    if (lanes[0].in_mirror() != nullptr) {
+      // A lane's commands may still read or write its staging memory until they complete.
+      clFinish(upload());
+      clFinish(queue());
+      clFinish(download());
+      for (auto& l : lanes) {
+        unmap(l.in_staging);
+        unmap(l.out_staging);
+      }
+      clFinish(queue());
+    }
     if (ctl_svm != nullptr) clSVMFree(dev.context()(), ctl_svm);
   }
 
@@ -235,21 +257,29 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       mirror_capacity = 1;
       while (mirror_capacity < options.batch_capacity)
         mirror_capacity <<= 1;
-      host_ctl = {};
-      host_ctl.idle_budget = budget;
+      // Two lanes only for map kernels: they consume whole batches, so the next batch's window
+      // is known before the current one returns (see RP_KIND_MAP in stage.clh).
+      lane_count = map_kernel && has_input && has_output && options.staging_lanes >= 2 ? 2 : 1;
       cl_call("clCreateBuffer (batch mirrors)", [&] {
+        // Copies get queues of their own only where they can overlap a running batch.
+        upload = lane_count > 1 ? cl::CommandQueue(dev.context(), dev.cl_device()) : queue;
+        download = lane_count > 1 ? cl::CommandQueue(dev.context(), dev.cl_device()) : queue;
         ctl_buffer = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, sizeof(control_block));
-        in_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE,
-                               sizeof(ring_header) + std::size_t{mirror_capacity} * in->slot_size());
-        out_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE,
-                                sizeof(ring_header) + std::size_t{mirror_capacity} * out->slot_size());
+        control_block initial{};
+        initial.idle_budget = budget;
+        queue.enqueueWriteBuffer(ctl_buffer, CL_TRUE, 0, sizeof(control_block), &initial);
         kernel.setArg(0, ctl_buffer);
-        kernel.setArg(1, in_mirror);
-        kernel.setArg(2, out_mirror);
-        // Batches cross between host and device through pinned (driver-allocated, mapped) host
-        // memory, which devices copy by DMA; on CPU devices it is ordinary memory.
-        in_staging = pinned_staging(std::size_t{mirror_capacity} * in->slot_size());
-        out_staging = pinned_staging(std::size_t{mirror_capacity} * out->slot_size());
+        for (unsigned i = 0; i < lane_count; ++i) {
+          auto& l = lanes[i];
+          l.in_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE,
+                                   sizeof(ring_header) + std::size_t{mirror_capacity} * in->slot_size());
+          l.out_mirror = cl::Buffer(dev.context(), CL_MEM_READ_WRITE,
+                                    sizeof(ring_header) + std::size_t{mirror_capacity} * out->slot_size());
+          // Batches cross between host and device through pinned (driver-allocated, mapped) host
+          // memory, which devices copy by DMA; on CPU devices it is ordinary memory.
+          l.in_staging = pinned_staging(std::size_t{mirror_capacity} * in->slot_size());
+          l.out_staging = pinned_staging(std::size_t{mirror_capacity} * out->slot_size());
+        }
         return 0;
       });
     }
@@ -378,44 +408,69 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   }
 
   // Batched through device buffers: copy a batch in, run the kernel over it, copy the results
-  // out. The batch is enqueued as one chain and the proxy polls its completion, so a runtime
-  // thread never blocks on the device and a batch that does not return is reported as stalled.
+  // out. Each batch is enqueued as one chain over three queues (upload, compute, download) and
+  // the proxy polls its completion, so a runtime thread never blocks on the device and a batch
+  // that does not return is reported as stalled. Map kernels have two lanes: the next batch is
+  // uploaded while the current one runs, and its results are downloaded while the next runs.
+  // Lanes complete strictly in the order they were launched.
   bool tick_mirrored() {
-    if (in_flight) {
-      const auto status = running.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
+    bool progress = false;
+    if (in_flight_lanes > 0) {
+      lane& oldest = lanes[front];
+      const auto status = oldest.done.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
       if (status < 0) throw_opencl_error(status, "batched launch");
       if (status != CL_COMPLETE) {
-        watch_batch();
-        return false;
+        if (watch_batch(oldest)) return false;
+        return in_flight_lanes < lane_count && launch_batch();
       }
-      in_flight = false;
-      return complete_batch();
+      front = (front + 1) % lane_count;
+      in_flight = --in_flight_lanes > 0;
+      heartbeat_stamp = clock::now();
+      progress = complete_batch(oldest);
+      if (finished_flag.load(std::memory_order_acquire) || reaping) return false;
     }
+    while (in_flight_lanes < lane_count && launch_batch())
+      progress = true;
+    return progress;
+  }
+
+  // Launches a batch into the next free lane, behind the lanes in flight; false if there is
+  // nothing to launch (or the proxy finished).
+  bool launch_batch() {
     const auto stop = stop_request.load(std::memory_order_acquire);
-    if (stop == kernel_stop::now) return finish(kernel_state::stopped);
-    const bool end = end_pending();
-    const std::uint32_t queued = has_input ? in->size() : 0;
+    std::uint32_t ahead = 0; // messages (and result room) claimed by the lane in flight
+    if (in_flight_lanes > 0) {
+      // Behind a batch only when that batch will consume everything it holds and go on.
+      const lane& last = lanes[(front + in_flight_lanes - 1) % lane_count];
+      if (stop != kernel_stop::run || last.ends_stream || last.stop_word != 0) return false;
+      ahead = last.n;
+    } else if (stop == kernel_stop::now) {
+      return finish(kernel_state::stopped);
+    }
+    const bool end = in_flight_lanes == 0 && end_pending();
+    const std::uint32_t queued = has_input ? in->size() - ahead : 0;
     std::uint32_t n = has_input ? std::min(queued, mirror_capacity) : mirror_capacity;
-    if (has_output) n = std::min(n, out->space());
+    if (has_output) n = std::min(n, out->space() - ahead);
     if (n == 0 && !end) {
-      if (stop == kernel_stop::drain && queued == 0) return finish(kernel_state::stopped);
+      if (in_flight_lanes == 0 && stop == kernel_stop::drain && queued == 0) return finish(kernel_state::stopped);
       return false;
     }
     if (!acquire_worker()) return false;
+    lane& l = lanes[(front + in_flight_lanes) % lane_count];
     const std::uint32_t in_size = in->slot_size();
     const std::uint32_t out_size = out->slot_size();
-    batch.n = n;
-    batch.tail = in->load_tail(std::memory_order_relaxed);
-    const bool batch_ends_stream = end || (has_input && in->closed() && n == queued);
+    l.n = n;
+    l.tail = in->load_tail(std::memory_order_relaxed) + ahead;
+    l.ends_stream = end || (has_input && in->closed() && n == queued);
 
-    auto& in_header = batch.in_header;
+    auto& in_header = l.in_header;
     in_header = {};
     in_header.head = has_input ? n : 0;
     in_header.capacity = mirror_capacity;
     in_header.slot_size = in_size;
     in_header.mask = mirror_capacity - 1;
-    in_header.flags = (batch_ends_stream || !has_input) ? ring_closed : 0;
-    auto& out_header = batch.out_header;
+    in_header.flags = (l.ends_stream || !has_input) ? ring_closed : 0;
+    auto& out_header = l.out_header;
     out_header = {};
     out_header.capacity = has_output ? mirror_capacity : 1;
     out_header.slot_size = out_size;
@@ -424,66 +479,90 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     // last n slots, so the results land there contiguously.
     const std::uint32_t room = has_output ? n : out_header.capacity;
     out_header.head = out_header.capacity - room;
-    batch.out_start = out_header.head;
+    l.out_start = out_header.head;
     // The mirror holds only this batch: a drain request applies once the batch is all that is left.
     const bool batch_is_everything = !has_input || n == queued;
-    host_ctl.stop =
+    l.stop_word =
         static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
-    host_ctl.state = static_cast<std::uint32_t>(kernel_state::launched);
+    l.state_word = static_cast<std::uint32_t>(kernel_state::launched);
 
     for (std::uint32_t i = 0; i < (has_input ? n : 0); ++i)
-      std::memcpy(in_staging.data + std::size_t{i} * in_size, in->slot(batch.tail + i), in_size);
+      std::memcpy(l.in_staging.data + std::size_t{i} * in_size, in->slot(l.tail + i), in_size);
 
     cl_call("batched launch", [&] {
-      queue.enqueueWriteBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
+      std::vector<cl::Event> uploaded(1), computed(1);
+      upload.enqueueWriteBuffer(l.in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
       if (has_input && n > 0)
-        queue.enqueueWriteBuffer(in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size, in_staging.data);
-      queue.enqueueWriteBuffer(out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header);
-      queue.enqueueWriteBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &host_ctl);
-      queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size));
-      queue.enqueueReadBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &host_ctl);
-      queue.enqueueReadBuffer(in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header);
+        upload.enqueueWriteBuffer(l.in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{n} * in_size,
+                                  l.in_staging.data);
+      upload.enqueueWriteBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header, nullptr, &uploaded[0]);
+      // Only the host's words of the control block: the counters are the kernel's, and a lane
+      // queued behind another must not overwrite what the earlier launch writes.
+      queue.enqueueWriteBuffer(ctl_buffer, CL_FALSE, offsetof(control_block, stop), sizeof(l.stop_word), &l.stop_word);
+      queue.enqueueWriteBuffer(ctl_buffer, CL_FALSE, offsetof(control_block, state), sizeof(l.state_word),
+                               &l.state_word);
+      kernel.setArg(1, l.in_mirror);
+      kernel.setArg(2, l.out_mirror);
+      queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local_size), cl::NDRange(local_size), &uploaded);
+      queue.enqueueReadBuffer(ctl_buffer, CL_FALSE, 0, sizeof(control_block), &l.ctl, nullptr, &computed[0]);
+      download.enqueueReadBuffer(l.in_mirror, CL_FALSE, 0, sizeof(ring_header), &in_header, &computed);
       if (has_output && n > 0)
-        queue.enqueueReadBuffer(out_mirror, CL_FALSE, sizeof(ring_header) + std::size_t{batch.out_start} * out_size,
-                                std::size_t{n} * out_size, out_staging.data);
-      queue.enqueueReadBuffer(out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header, nullptr, &running);
+        download.enqueueReadBuffer(l.out_mirror, CL_FALSE, sizeof(ring_header) + std::size_t{l.out_start} * out_size,
+                                   std::size_t{n} * out_size, l.out_staging.data);
+      download.enqueueReadBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &out_header, nullptr, &l.done);
+      upload.flush();
       queue.flush();
+      download.flush();
       return 0;
     });
+    if (in_flight_lanes == 0)
+      heartbeat_stamp = clock::now();
+    else
+      overlapped.fetch_add(1, std::memory_order_relaxed);
+    ++in_flight_lanes;
     in_flight = true;
+    running = l.done; // the last lane's chain completes last
     launches.fetch_add(1, std::memory_order_relaxed);
-    heartbeat_stamp = clock::now();
     return true;
   }
 
-  // The batch's chain has completed: hand its results on and return its input slots.
-  bool complete_batch() {
-    const std::uint32_t produced = batch.out_header.head - batch.out_start;
-    if (produced > batch.n) throw error(errc::kernel_fault, "produced more results than the batch had room for");
+  // A lane's chain has completed: hand its results on and return its input slots.
+  bool complete_batch(lane& l) {
+    const std::uint32_t produced = l.out_header.head - l.out_start;
+    if (produced > l.n) throw error(errc::kernel_fault, "produced more results than the batch had room for");
     if (has_output && produced > 0) {
-      const auto pushed = out->push_n_bytes(out_staging.data, produced);
+      const auto pushed = out->push_n_bytes(l.out_staging.data, produced);
       if (pushed != produced) throw error(errc::kernel_fault, "output ring lost room during a batch");
     }
-    const std::uint32_t consumed = batch.in_header.tail;
-    if (has_input && consumed > 0) in->publish_tail(batch.tail + consumed);
+    const std::uint32_t consumed = l.in_header.tail;
+    if (has_input && consumed > 0) in->publish_tail(l.tail + consumed);
     mirrored_in += consumed;
     mirrored_out += produced;
     msgs_in.store(mirrored_in, std::memory_order_relaxed);
     msgs_out.store(mirrored_out, std::memory_order_relaxed);
-    if (batch.out_header.flags & ring_closed && has_output) out->close();
-    slot.release();
-    return after_exit(static_cast<kernel_state>(host_ctl.state), host_ctl.error) || consumed > 0;
+    if (l.out_header.flags & ring_closed && has_output) out->close();
+    const auto exit_state = static_cast<kernel_state>(l.ctl.state);
+    if (in_flight_lanes > 0 && consumed < l.n && exit_state != kernel_state::faulted) {
+      // The next lane's window started after this batch: its results would come out of order.
+      throw error(errc::kernel_fault, "consumed " + std::to_string(consumed) + " of its batch of " +
+                                          std::to_string(l.n) +
+                                          " while the next batch was queued (a map kernel consumes every message)");
+    }
+    if (in_flight_lanes == 0) slot.release();
+    return after_exit(exit_state, l.ctl.error) || consumed > 0;
   }
 
-  // A batch that has not returned within the stall timeout. The kernel cannot be told to stop
-  // (its control block is a device buffer), so it is reported and reaped when it returns.
-  void watch_batch() {
+  // The oldest lane has not returned within the stall timeout: true if that is reported. The
+  // kernel cannot be told to stop (its control block is a device buffer), so it is reaped when it
+  // returns.
+  bool watch_batch(const lane& l) {
     const auto waited = clock::now() - heartbeat_stamp;
-    if (waited < options.stall_timeout) return;
+    if (waited < options.stall_timeout) return false;
     fail(std::make_exception_ptr(error(errc::stalled, "kernel '" + spec.name + "' on device '" + dev.name() +
-                                                          "' stalled: its batch of " + std::to_string(batch.n) +
+                                                          "' stalled: its batch of " + std::to_string(l.n) +
                                                           " messages from ring '" + in->name() +
                                                           "' has not returned after " + ms(waited))));
+    return true;
   }
 
   // Takes a device worker for the next launch, if the device budgets them; false: all are held
@@ -645,16 +724,16 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
 
   // shared memory: the control block in SVM
   control_block* ctl_svm = nullptr;
-  // no shared memory: device mirrors and a host copy of the control block
-  control_block host_ctl{};
-  cl::Buffer ctl_buffer, in_mirror, out_mirror;
+  // no shared memory: the control block in a device buffer, and lanes of device mirrors
+  cl::Buffer ctl_buffer;
+  cl::CommandQueue upload, download; // batches in and results out, beside the compute queue
   std::uint32_t mirror_capacity = 0;
+  bool map_kernel = false;
   // A batch's input and results on the host side, in pinned memory.
   struct pinned {
     cl::Buffer buffer;
     std::byte* data = nullptr;
   };
-  pinned in_staging, out_staging;
   pinned pinned_staging(std::size_t bytes) {
     pinned p;
     p.buffer = cl::Buffer(dev.context(), CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, std::max<std::size_t>(bytes, 4));
@@ -667,12 +746,24 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     clEnqueueUnmapMemObject(queue(), p.buffer(), p.data, 0, nullptr, nullptr);
     p.data = nullptr;
   }
-  struct {
+  // One batch in flight: its mirrors, staging, and the host memory its commands read and write
+  // (untouched until `done` completes).
+  struct lane {
+    cl::Buffer in_mirror, out_mirror;
+    pinned in_staging, out_staging;
     std::uint32_t n = 0;         // messages in the batch (and result room)
     std::uint32_t tail = 0;      // input ring counter of its first message
     std::uint32_t out_start = 0; // mirror counter of its first result
+    bool ends_stream = false;
+    std::uint32_t stop_word = 0, state_word = 0;
     ring_header in_header{}, out_header{};
-  } batch;
+    control_block ctl{}; // read back after the launch
+    cl::Event done;      // the chain's last command
+  };
+  std::array<lane, 2> lanes;
+  unsigned lane_count = 1; // 2: double-buffered
+  unsigned front = 0;      // the oldest lane in flight
+  unsigned in_flight_lanes = 0;
   std::uint64_t mirrored_in = 0, mirrored_out = 0;
 
   // strand-only state
@@ -690,7 +781,7 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
   // shared with other threads
   std::atomic<kernel_stop> stop_request{kernel_stop::run};
   std::atomic<kernel_state> public_state{kernel_state::idle};
-  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, launches{0};
+  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, launches{0}, overlapped{0};
   std::atomic<bool> finished_flag{false};
   std::mutex mutex;
   std::condition_variable done;
@@ -732,6 +823,7 @@ kernel_stats ring_kernel_base::stats() const noexcept {
   s.msgs_in = proxy_->msgs_in.load(std::memory_order_relaxed);
   s.msgs_out = proxy_->msgs_out.load(std::memory_order_relaxed);
   s.launches = proxy_->launches.load(std::memory_order_relaxed);
+  s.overlapped_launches = proxy_->overlapped.load(std::memory_order_relaxed);
   if (proxy_->ctl_svm != nullptr) s.heartbeat = proxy_->load_ctl(proxy_->ctl_svm->heartbeat);
   return s;
 }

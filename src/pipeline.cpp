@@ -284,7 +284,8 @@ bool declares_map_kernel(const std::string& source, const std::string& name) {
 }
 bool same_options(const kernel_options& a, const kernel_options& b) {
   return a.mode == b.mode && a.local_size == b.local_size && a.idle_budget == b.idle_budget &&
-         a.batch_capacity == b.batch_capacity && a.stall_timeout == b.stall_timeout;
+         a.batch_capacity == b.batch_capacity && a.staging_lanes == b.staging_lanes &&
+         a.stall_timeout == b.stall_timeout;
 }
 } // namespace
 

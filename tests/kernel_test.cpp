@@ -26,9 +26,9 @@ kernel_spec test_kernel(const char* name, std::size_t bytes = 16) { return {test
 // `keep` says which sequence numbers survive (filters).
 template <class Keep>
 void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, int hops, Keep keep,
-            std::initializer_list<ring_kernel_base*> kernels) {
+            std::initializer_list<ring_kernel_base*> kernels, std::uint32_t sent_before = 0) {
   std::vector<msg16> batch(256), got(256);
-  std::uint32_t sent = 0, expected = 0, received = 0;
+  std::uint32_t sent = sent_before, expected = 0, received = 0;
   auto last_progress = std::chrono::steady_clock::now();
   bool closed = false;
   for (;;) {
@@ -131,6 +131,61 @@ INSTANTIATE_TEST_SUITE_P(Rusticl, KernelModes,
                          case_name);
 
 using KernelTest = ringpipe::testing::device_test;
+
+// Rings in host memory: every device runs the kernel batched through device mirrors.
+struct mirrored_stream {
+  static constexpr std::uint32_t batch = 256;
+  static constexpr std::uint32_t prefilled = 4 * batch;
+  ring<msg16> in{prefilled * 4, {"in"}}, out{prefilled * 4, {"out"}};
+
+  // Queues `prefilled` messages before the kernel starts, so that its first tick finds several
+  // batches waiting, then streams the rest.
+  void run(map16& k, std::uint32_t count, bool (*keep)(std::uint32_t)) {
+    for (std::uint32_t i = 0; i < prefilled; ++i)
+      ASSERT_TRUE(in.try_push(make_test_message<16>(i)));
+    k.start(in, out);
+    stream(in, out, count, 1, keep, {&k}, prefilled);
+  }
+  static kernel_options lanes(std::uint32_t n) {
+    kernel_options options;
+    options.batch_capacity = batch;
+    options.staging_lanes = n;
+    return options;
+  }
+};
+bool every(std::uint32_t) { return true; }
+bool even(std::uint32_t s) { return s % 2 == 0; }
+
+// Double-buffered staging: a map kernel's next batch is uploaded while the current one runs;
+// results still come out exactly once and in order.
+TEST_F(KernelTest, AnyDeviceMirroredMapKernelOverlapsBatchesInOrder) {
+  for (const auto keep : {every, even}) {
+    mirrored_stream s;
+    map16 k(rt(), topo()[0], test_kernel(keep == every ? "test_map" : "test_filter_even"), mirrored_stream::lanes(2));
+    s.run(k, 50'000, keep);
+    const auto stats = k.stats();
+    EXPECT_EQ(stats.msgs_in, 50'000u);
+    EXPECT_EQ(stats.msgs_out, keep == every ? 50'000u : 25'000u);
+    // The first tick found four batches queued: it launched two, the second behind the first.
+    EXPECT_GE(stats.overlapped_launches, 1u);
+    EXPECT_LT(stats.overlapped_launches, stats.launches);
+  }
+}
+
+// One lane, and raw kernels (which may stop short of their batch), run one batch at a time.
+TEST_F(KernelTest, AnyDeviceMirroredBatchesOneAtATimeWhenAsked) {
+  mirrored_stream s;
+  map16 k(rt(), topo()[0], test_kernel("test_map"), mirrored_stream::lanes(1));
+  s.run(k, 20'000, every);
+  EXPECT_EQ(k.stats().overlapped_launches, 0u);
+  EXPECT_EQ(k.stats().msgs_out, 20'000u);
+
+  mirrored_stream raw;
+  ring_kernel<msg16, msg16> stops(rt(), topo()[0], test_kernel("test_fail_at"), mirrored_stream::lanes(2));
+  stops.set_arg(0, std::uint32_t{0xffffffffu}); // never fails: passes every message
+  raw.run(stops, 20'000, every);
+  EXPECT_EQ(stops.stats().overlapped_launches, 0u) << "a raw kernel got a second batch in flight";
+}
 
 TEST_F(KernelTest, AnyDeviceCountersStartingBelowTheWrap) {
   const auto& dev = topo()[0];

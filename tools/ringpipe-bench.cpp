@@ -77,8 +77,11 @@ double stream_through(ring<test_message<N>>& in, ring<test_message<N>>& out, rin
     }
     if (popped > 0)
       last = clock_type::now();
-    else if (clock_type::now() - last > 20s)
-      throw std::runtime_error("stream made no progress for 20 s");
+    else if (clock_type::now() - last > 20s) {
+      if (auto failure = k.failure()) std::rethrow_exception(failure);
+      throw std::runtime_error("stream made no progress for 20 s: " + std::to_string(received) + " of " +
+                               std::to_string(count) + " received, kernel state " + std::string(to_string(k.state())));
+    }
   }
   return seconds_since(t0);
 }
@@ -101,27 +104,43 @@ std::vector<double> round_trips(ring<test_message<N>>& in, ring<test_message<N>>
 }
 
 template <std::size_t N>
+void host_to_kernel_with(runtime& rt, const device& dev, const settings& s, kernel_mode mode, std::uint32_t lanes,
+                         std::vector<result>& out) {
+  result r{"host_to_kernel",
+           {{"msg_bytes", std::to_string(N)}, {"mode", std::string(to_string(mode))}, {"device", dev.name()}},
+           {}};
+  if (lanes > 0) r.params["staging_lanes"] = std::to_string(lanes);
+  kernel_options options;
+  options.mode = mode;
+  if (lanes > 0) options.staging_lanes = lanes;
+  const std::uint32_t count = N >= 4096 ? s.stream_messages() / 10 : s.stream_messages();
+  {
+    ring<test_message<N>> in(dev, 1024, {"in"}), o(dev, 1024, {"out"});
+    ring_kernel<test_message<N>, test_message<N>> k(rt, dev, {test_stages_source(N), "test_map", ""}, options);
+    k.start(in, o);
+    add_stream_metrics(r, count, N, stream_through(in, o, k, count));
+    add_rtt_metrics(r, round_trips(in, o, k, s.rtt_samples() / (mode == kernel_mode::persistent ? 1 : 4)));
+    in.close();
+    k.notify();
+    k.wait(30s);
+  }
+  out.push_back(r);
+  std::cerr << "  host_to_kernel " << N << " B " << to_string(mode);
+  if (lanes > 0) std::cerr << " lanes " << lanes;
+  std::cerr << ": " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 " << r.metrics["rtt_p50_us"] << " us\n";
+}
+
+template <std::size_t N>
 void host_to_kernel(runtime& rt, const device& dev, const settings& s, std::vector<result>& out) {
+  const bool mirrored = !(dev.info().svm.fine_buffer && dev.info().svm.atomics);
   for (auto mode : dev.info().modes) {
-    result r{"host_to_kernel",
-             {{"msg_bytes", std::to_string(N)}, {"mode", std::string(to_string(mode))}, {"device", dev.name()}},
-             {}};
-    kernel_options options;
-    options.mode = mode;
-    const std::uint32_t count = N >= 4096 ? s.stream_messages() / 10 : s.stream_messages();
-    {
-      ring<test_message<N>> in(dev, 1024, {"in"}), o(dev, 1024, {"out"});
-      ring_kernel<test_message<N>, test_message<N>> k(rt, dev, {test_stages_source(N), "test_map", ""}, options);
-      k.start(in, o);
-      add_stream_metrics(r, count, N, stream_through(in, o, k, count));
-      add_rtt_metrics(r, round_trips(in, o, k, s.rtt_samples() / (mode == kernel_mode::persistent ? 1 : 4)));
-      in.close();
-      k.notify();
-      k.wait(30s);
+    if (mode == kernel_mode::batched && mirrored) {
+      // Batches through device mirrors: one at a time against double-buffered.
+      host_to_kernel_with<N>(rt, dev, s, mode, 1, out);
+      host_to_kernel_with<N>(rt, dev, s, mode, 2, out);
+    } else {
+      host_to_kernel_with<N>(rt, dev, s, mode, 0, out);
     }
-    out.push_back(r);
-    std::cerr << "  host_to_kernel " << N << " B " << to_string(mode) << ": " << r.metrics["msgs_per_s"]
-              << " msgs/s, rtt p50 " << r.metrics["rtt_p50_us"] << " us\n";
   }
 }
 

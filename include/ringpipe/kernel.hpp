@@ -86,6 +86,9 @@ struct kernel_options {
   std::uint32_t local_size = 0;         ///< work-items in the group; 0: min(64, device maximum)
   std::uint32_t idle_budget = 1u << 16; ///< empty polls before a parked kernel leaves
   std::uint32_t batch_capacity = 1024;  ///< device mirror size, for batched kernels without SVM
+  /// Batches in flight at once for map kernels without SVM: 2 uploads the next batch while the
+  /// current one runs (double-buffered staging); 1 runs one batch at a time.
+  std::uint32_t staging_lanes = 2;
   /// A running kernel whose heartbeat does not advance this long, or a launched one that does
   /// not start, is reported as stalled.
   std::chrono::milliseconds stall_timeout{3000};
@@ -95,6 +98,7 @@ struct kernel_stats {
   std::uint64_t msgs_in = 0;
   std::uint64_t msgs_out = 0;
   std::uint64_t launches = 0;
+  std::uint64_t overlapped_launches = 0; ///< batches launched while an earlier batch was in flight
   std::uint32_t heartbeat = 0;
 };
 
