@@ -259,7 +259,10 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
         mirror_capacity <<= 1;
       // Two lanes only for map kernels: they consume whole batches, so the next batch's window
       // is known before the current one returns (see RP_KIND_MAP in stage.clh).
-      lane_count = map_kernel && has_input && has_output && options.staging_lanes >= 2 ? 2 : 1;
+      const std::uint32_t lanes_wanted = options.staging_lanes != 0      ? options.staging_lanes
+                                         : info.type == device_type::cpu ? 1
+                                                                         : 2;
+      lane_count = map_kernel && has_input && has_output && lanes_wanted >= 2 ? 2 : 1;
       cl_call("clCreateBuffer (batch mirrors)", [&] {
         // Copies get queues of their own only where they can overlap a running batch.
         upload = lane_count > 1 ? cl::CommandQueue(dev.context(), dev.cl_device()) : queue;
@@ -344,6 +347,8 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     const bool output_room = !has_output || out->space() > 0;
     return input_ready && output_room;
   }
+  // The kernel ended its stream: closed its output, or (a sink) consumed its input to the end.
+  bool stream_ended() { return has_output ? out->closed() : !has_input || in->drained(); }
   // The input ended but the kernel has not yet seen it (it must close its output or flush).
   bool end_pending() { return has_input && in->drained(); }
 
@@ -398,7 +403,18 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec.name + "' on device '" + dev.name() +
                                                                  "' reported error code " + std::to_string(code))));
       return false;
-    case kernel_state::stopped: return finish(kernel_state::stopped);
+    case kernel_state::stopped:
+      if (stop_request.load(std::memory_order_acquire) == kernel_stop::run && !stream_ended()) {
+        // Nobody asked it to stop and it did not end its stream: whatever waits on it would hang.
+        fail(std::make_exception_ptr(
+            error(errc::kernel_fault, "kernel '" + spec.name + "' on device '" + dev.name() +
+                                          "' stopped on its own before its stream ended (" +
+                                          (has_output ? "output ring '" + out->name() + "' not closed"
+                                                      : "input ring '" + in->name() + "' not drained") +
+                                          ")")));
+        return false;
+      }
+      return finish(kernel_state::stopped);
     case kernel_state::parked: public_state.store(kernel_state::parked); return true;
     default:
       fail(std::make_exception_ptr(

@@ -86,4 +86,16 @@ std::string pipeline_metrics::json() const {
   return j + "]}";
 }
 
+std::string stop_report::text() const {
+  if (undelivered == 0) return "nothing undelivered";
+  std::string t = std::to_string(undelivered) + " messages undelivered:";
+  for (std::size_t i = 0; i < rings.size(); ++i)
+    t.append(i == 0 ? " " : ", ")
+        .append(std::to_string(rings[i].messages))
+        .append(" in ring '")
+        .append(rings[i].ring)
+        .append("'");
+  return t;
+}
+
 } // namespace ringpipe

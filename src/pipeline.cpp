@@ -626,10 +626,31 @@ void pipeline::wait(std::chrono::nanoseconds timeout) {
   }
 }
 
-void pipeline::stop() noexcept {
-  if (!impl_->started) return;
+stop_report pipeline::stop() noexcept {
+  stop_report report;
+  if (!impl_->started) return report;
   impl_->halt();
   impl_->join();
+  // Every ring once: a direct link's ring is both an edge's and a kernel's.
+  std::vector<const ring_buffer*> seen;
+  auto count = [&](const std::shared_ptr<ring_buffer>& r) {
+    if (!r || std::find(seen.begin(), seen.end(), r.get()) != seen.end()) return;
+    seen.push_back(r.get());
+    if (const auto n = r->size(); n > 0) {
+      report.undelivered += n;
+      report.rings.push_back({r->name(), n});
+    }
+  };
+  for (const auto& e : impl_->edges) {
+    count(e.producer_ring);
+    count(e.consumer_ring);
+  }
+  for (const auto& st : impl_->stages) {
+    count(st->kernel_in);
+    count(st->kernel_out);
+    count(st->port);
+  }
+  return report;
 }
 
 std::shared_ptr<ring_buffer> pipeline::port_ring(const std::string& name, const message_type& type, bool inlet) {

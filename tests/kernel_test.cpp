@@ -339,6 +339,31 @@ TEST_F(KernelTest, AnyDeviceStalledKernelIsReportedWithItsName) {
   }
 }
 
+// A kernel that leaves, unasked, without ending its stream would leave its consumers waiting
+// forever: it is reported as a fault naming the ring it left open.
+TEST_F(KernelTest, AnyDeviceKernelThatStopsUnaskedMidStreamIsAFault) {
+  const auto& dev = topo()[0];
+  ring<msg16> in(dev, 64, {"quit-in"}), out(dev, 64, {"quit-out"});
+  map16 k(rt(), dev, test_kernel("test_stall_at"));
+  k.set_arg(0, std::uint32_t{5});    // holds message 5 ...
+  k.set_arg(1, std::uint32_t{1000}); // ... for a thousand spins, then returns "stopped"
+  for (std::uint32_t s = 0; s < 10; ++s)
+    ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
+  k.start(in, out);
+  try {
+    k.wait(20s);
+    FAIL() << "a kernel that quit mid-stream finished cleanly";
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::kernel_fault)) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kernel 'test_stall_at'"), std::string::npos) << what;
+    EXPECT_NE(what.find("stopped on its own before its stream ended (output ring 'quit-out' not closed)"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(k.state(), kernel_state::faulted);
+}
+
 TEST_F(KernelTest, PersistentOnRusticlIsRefusedWithTheReason) {
   const auto rusticl = ringpipe::testing::find_device(topo(), is_rusticl);
   RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device");

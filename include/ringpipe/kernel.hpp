@@ -87,8 +87,9 @@ struct kernel_options {
   std::uint32_t idle_budget = 1u << 16; ///< empty polls before a parked kernel leaves
   std::uint32_t batch_capacity = 1024;  ///< device mirror size, for batched kernels without SVM
   /// Batches in flight at once for map kernels without SVM: 2 uploads the next batch while the
-  /// current one runs (double-buffered staging); 1 runs one batch at a time.
-  std::uint32_t staging_lanes = 2;
+  /// current one runs (double-buffered staging); 1 runs one batch at a time; 0 chooses: 2 where
+  /// copies can overlap kernels (GPUs, accelerators), 1 on CPU devices, whose cores do both.
+  std::uint32_t staging_lanes = 0;
   /// A running kernel whose heartbeat does not advance this long, or a launched one that does
   /// not start, is reported as stalled.
   std::chrono::milliseconds stall_timeout{3000};

@@ -63,4 +63,18 @@ struct pipeline_metrics {
   std::string json() const;
 };
 
+/// What pipeline::stop() left behind. Actors never pop a message they cannot push, and kernels
+/// publish a round's results with its input, so after a stop every message not yet delivered
+/// waits in exactly one ring.
+struct stop_report {
+  struct queued {
+    std::string ring; ///< the ring's name ("stage.in", "a.out->b.in" ...)
+    std::uint64_t messages = 0;
+  };
+  std::uint64_t undelivered = 0;
+  std::vector<queued> rings; ///< the rings that still hold messages
+  /// "3 messages undelivered: 2 in ring 'x', 1 in ring 'y'" or "nothing undelivered".
+  std::string text() const;
+};
+
 } // namespace ringpipe

@@ -126,8 +126,10 @@ public:
     start();
     wait(timeout);
   }
-  /// Stops everything at once; queued messages are left undelivered. Never throws.
-  void stop() noexcept;
+  /// Stops everything at once and reports what was left undelivered: every message pushed before
+  /// the stop was either delivered or is counted here, by the ring it waits in. Also after a
+  /// failure. Never throws.
+  stop_report stop() noexcept;
   /// The first failure, if any.
   std::exception_ptr failure() const;
 
