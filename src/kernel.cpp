@@ -465,6 +465,9 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
     }
     const bool end = in_flight_lanes == 0 && end_pending();
     const std::uint32_t queued = has_input ? in->size() - ahead : 0;
+    // A second lane for a full half mirror or the stream's last messages only: a trickle waits
+    // for the running batch, which keeps batches large (each launch has a fixed cost).
+    if (in_flight_lanes > 0 && queued < mirror_capacity / 2 && !in->closed()) return false;
     std::uint32_t n = has_input ? std::min(queued, mirror_capacity) : mirror_capacity;
     if (has_output) n = std::min(n, out->space() - ahead);
     if (n == 0 && !end) {
