@@ -505,8 +505,12 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
         static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
     l.state_word = static_cast<std::uint32_t>(kernel_state::launched);
 
-    for (std::uint32_t i = 0; i < (has_input ? n : 0); ++i)
-      std::memcpy(l.in_staging.data + std::size_t{i} * in_size, in->slot(l.tail + i), in_size);
+    if (has_input && n > 0) { // at most two runs: up to the end of the slot array, then from its start
+      const std::uint32_t first = std::min(n, in->capacity() - (l.tail & (in->capacity() - 1)));
+      std::memcpy(l.in_staging.data, in->slot(l.tail), std::size_t{first} * in_size);
+      std::memcpy(l.in_staging.data + std::size_t{first} * in_size, in->slot(l.tail + first),
+                  std::size_t{n - first} * in_size);
+    }
 
     cl_call("batched launch", [&] {
       std::vector<cl::Event> uploaded(1), computed(1);

@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace ringpipe::testing {
 
@@ -35,6 +37,22 @@ protected:
   static const topology& topo() { return runtime_->devices(); }
   inline static runtime* runtime_ = nullptr; // lives until exit: kernels of every test share it
 };
+
+/// Runs `fn`, which must throw ringpipe::error with `code` and a text containing each of `texts`;
+/// records the failure `if_returned` if it returns instead.
+template <class Fn>
+void expect_error(Fn&& fn, std::error_code code, std::initializer_list<std::string_view> texts,
+                  const char* if_returned) {
+  try {
+    fn();
+    ADD_FAILURE() << if_returned;
+  } catch (const ringpipe::error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    const std::string what = e.what();
+    for (const auto text : texts)
+      EXPECT_NE(what.find(text), std::string::npos) << "no '" << text << "' in: " << what;
+  }
+}
 
 } // namespace ringpipe::testing
 

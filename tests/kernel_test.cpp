@@ -11,6 +11,7 @@
 
 using namespace ringpipe;
 using namespace std::chrono_literals;
+using ringpipe::testing::expect_error;
 using ringpipe::testing::is_pocl;
 using ringpipe::testing::is_rusticl;
 
@@ -318,16 +319,8 @@ TEST_F(KernelTest, AnyDeviceStalledKernelIsReportedWithItsName) {
     ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
   const auto started = std::chrono::steady_clock::now();
   k.start(in, out);
-  try {
-    k.wait(20s);
-    FAIL() << "a stalled kernel finished cleanly";
-  } catch (const ringpipe::error& e) {
-    EXPECT_EQ(e.code(), make_error_code(errc::stalled)) << e.what();
-    const std::string what = e.what();
-    EXPECT_NE(what.find("kernel 'test_stall_at'"), std::string::npos) << what;
-    EXPECT_NE(what.find("stalled"), std::string::npos) << what;
-    EXPECT_NE(what.find("'stall-in'"), std::string::npos) << what;
-  }
+  expect_error([&] { k.wait(20s); }, make_error_code(errc::stalled),
+               {"kernel 'test_stall_at'", "stalled", "'stall-in'"}, "a stalled kernel finished cleanly");
   EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << "reported within a few stall timeouts";
   EXPECT_EQ(k.state(), kernel_state::faulted);
   if (reachable) {
@@ -350,17 +343,10 @@ TEST_F(KernelTest, AnyDeviceKernelThatStopsUnaskedMidStreamIsAFault) {
   for (std::uint32_t s = 0; s < 10; ++s)
     ASSERT_TRUE(in.try_push(make_test_message<16>(s)));
   k.start(in, out);
-  try {
-    k.wait(20s);
-    FAIL() << "a kernel that quit mid-stream finished cleanly";
-  } catch (const ringpipe::error& e) {
-    EXPECT_EQ(e.code(), make_error_code(errc::kernel_fault)) << e.what();
-    const std::string what = e.what();
-    EXPECT_NE(what.find("kernel 'test_stall_at'"), std::string::npos) << what;
-    EXPECT_NE(what.find("stopped on its own before its stream ended (output ring 'quit-out' not closed)"),
-              std::string::npos)
-        << what;
-  }
+  expect_error(
+      [&] { k.wait(20s); }, make_error_code(errc::kernel_fault),
+      {"kernel 'test_stall_at'", "stopped on its own before its stream ended (output ring 'quit-out' not closed)"},
+      "a kernel that quit mid-stream finished cleanly");
   EXPECT_EQ(k.state(), kernel_state::faulted);
 }
 
