@@ -3,6 +3,7 @@
 #include <ringpipe/program.hpp>
 #include <ringpipe/runtime.hpp>
 
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -12,6 +13,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -167,7 +170,12 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + spec.name + "'").c_str());
   }
 
-  ~kernel_proxy() {
+  ~kernel_proxy() { release_device_objects(); }
+
+  // Releases every OpenCL object the kernel holds. The handle does this on the strand once the
+  // kernel has exited, so they are gone when its destructor returns rather than whenever a late
+  // handler lets go of the proxy, on whichever runtime thread that is.
+  void release_device_objects() noexcept {
     if (lanes[0].in_mirror() != nullptr) {
       // A lane's commands may still read or write its staging memory until they complete.
       clFinish(upload());
@@ -180,6 +188,19 @@ struct kernel_proxy : std::enable_shared_from_this<kernel_proxy> {
       clFinish(queue());
     }
     if (ctl_svm != nullptr) clSVMFree(dev.context()(), ctl_svm);
+    ctl_svm = nullptr;
+    lanes = {};
+    running = cl::Event();
+    ctl_buffer = cl::Buffer();
+    state = cl::Buffer();
+    upload = cl::CommandQueue();
+    download = cl::CommandQueue();
+    queue = cl::CommandQueue();
+    kernel = cl::Kernel();
+    program = cl::Program();
+    in.reset(); // rings the kernel was the last to hold (SVM or device memory)
+    out.reset();
+    has_input = has_output = false;
   }
 
   // ---- set-up (caller's thread) ----
@@ -823,8 +844,20 @@ ring_kernel_base::~ring_kernel_base() {
   // Wait for the launch itself to return (a failure alone does not mean it has). If it does not,
   // its memory stays alive with the proxy, which the pending tick or reap keeps: say so rather
   // than block forever.
-  if (!proxy_->wait_exited(std::chrono::seconds(10)))
+  if (!proxy_->wait_exited(std::chrono::seconds(10))) {
     std::fprintf(stderr, "ringpipe: %s did not stop; leaving it running\n", proxy_->describe().c_str());
+    return;
+  }
+  // On the strand, after the handler that saw the kernel exit has returned.
+  auto released = std::make_shared<std::promise<void>>();
+  auto done = released->get_future();
+  boost::asio::dispatch(proxy_->strand, [proxy = proxy_, released] {
+    proxy->release_device_objects();
+    released->set_value();
+  });
+  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
+    std::fprintf(stderr, "ringpipe: kernel '%s': no runtime thread released its device objects within 10 s\n",
+                 proxy_->spec.name.c_str());
 }
 
 void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::size_t size) {

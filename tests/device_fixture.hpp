@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,15 +28,30 @@ template <class Pred> std::optional<std::size_t> find_device(const topology& t, 
   return std::nullopt;
 }
 
-/// A runtime over the environment's devices, shared by the tests of one binary.
+/// A runtime over the environment's devices, shared by the tests of one binary. It is built by
+/// the first suite that needs it and destroyed when the tests end, before main returns: left to
+/// the exit handlers, its threads could release a kernel's OpenCL objects while the OpenCL
+/// implementation is being torn down (seen as a crash at exit under oclgrind).
+class shared_runtime : public ::testing::Environment {
+public:
+  static constexpr unsigned threads = 2;
+  static runtime& get() {
+    if (!instance_) instance_ = std::make_unique<runtime>(topology::discover(), runtime_options{threads});
+    return *instance_;
+  }
+  void TearDown() override { instance_.reset(); }
+
+private:
+  inline static std::unique_ptr<runtime> instance_;
+};
+inline ::testing::Environment* const shared_runtime_environment =
+    ::testing::AddGlobalTestEnvironment(new shared_runtime);
+
 class device_test : public ::testing::Test {
 protected:
-  static void SetUpTestSuite() {
-    if (!runtime_) runtime_ = new runtime(topology::discover(), runtime_options{2});
-  }
-  static runtime& rt() { return *runtime_; }
-  static const topology& topo() { return runtime_->devices(); }
-  inline static runtime* runtime_ = nullptr; // lives until exit: kernels of every test share it
+  static void SetUpTestSuite() { shared_runtime::get(); }
+  static runtime& rt() { return shared_runtime::get(); }
+  static const topology& topo() { return shared_runtime::get().devices(); }
 };
 
 /// Runs `fn`, which must throw ringpipe::error with `code` and a text containing each of `texts`;

@@ -6,7 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/post.hpp>
+
 #include <chrono>
+#include <latch>
+#include <thread>
 #include <vector>
 
 using namespace ringpipe;
@@ -278,6 +282,37 @@ TEST_F(KernelTest, AnyDeviceStopDrainsWhatIsQueued) {
   EXPECT_EQ(k.state(), kernel_state::stopped);
   EXPECT_EQ(out.size(), 200u) << "stop() drains the queued messages first";
   EXPECT_FALSE(out.closed()) << "a stop is not an end of stream";
+}
+
+// A kernel's OpenCL objects (queues, mirrors, pinned staging, control block) are released by the
+// time its handle's destructor returns, even with runtime handlers for it still queued; they are
+// not left to whichever thread drops the last handler, concurrently with the caller's next calls
+// (which an implementation that is not thread-safe, such as oclgrind, does not survive).
+TEST_F(KernelTest, AnyDeviceDestroyedKernelHoldsNoDeviceObjects) {
+  const auto& dev = topo()[0];
+  const auto context_references = [&] { return dev.context().getInfo<CL_CONTEXT_REFERENCE_COUNT>(); };
+  ring<msg16> in(dev, 64, {"in"}), out(dev, 64, {"out"});
+  { map16 cached(rt(), dev, test_kernel("test_map")); } // the program cache keeps the built program
+  const auto before = context_references();
+  std::latch busy(ringpipe::testing::shared_runtime::threads);
+  {
+    map16 k(rt(), dev, test_kernel("test_map"));
+    k.start(in, out);
+    stream(in, out, 1000, k);
+    EXPECT_GT(context_references(), before) << "the kernel's queue and buffers hold the context";
+    k.stop(20s);
+    // Every runtime thread busy for a while: the handler queued now is still queued when the
+    // handle goes, holding the proxy.
+    for (unsigned i = 0; i < ringpipe::testing::shared_runtime::threads; ++i) {
+      boost::asio::post(rt().executor(), [&busy] {
+        busy.count_down();
+        std::this_thread::sleep_for(300ms);
+      });
+    }
+    busy.wait();
+    k.notify();
+  }
+  EXPECT_EQ(context_references(), before);
 }
 
 TEST_F(KernelTest, AnyDeviceStopTimeoutNamesTheKernelAndItsRings) {

@@ -112,7 +112,8 @@ class ring_kernel_base {
 public:
   ring_kernel_base(runtime& rt, const device& dev, kernel_spec spec, std::size_t in_bytes, std::size_t out_bytes,
                    kernel_options options);
-  /// Stops the kernel at once (stop_now) if it still runs. Never throws.
+  /// Stops the kernel at once (stop_now) if it still runs and releases its OpenCL objects before
+  /// returning (a runtime thread must be free to do so). Never throws.
   ~ring_kernel_base();
   ring_kernel_base(const ring_kernel_base&) = delete;
   ring_kernel_base& operator=(const ring_kernel_base&) = delete;
