@@ -447,6 +447,7 @@ TEST_F(KernelTest, PoclKernelsBeyondTheBudgetAreParkedOrRefused) {
   last.stop(10s);
 
   std::vector<ring_kernel_base*> ks;
+  ks.reserve(chain.size());
   for (auto& k : chain)
     ks.push_back(k.get());
   stream(rings.front(), rings.back(), 200'000, stages, [](std::uint32_t) { return true; },

@@ -721,6 +721,7 @@ TEST_F(PipelineTest, RunOnDeviceRunsInOrderAndCarriesExceptions) {
   const auto& dev = topo()[0];
   std::vector<int> order;
   std::vector<std::future<int>> results;
+  results.reserve(100);
   for (int i = 0; i < 100; ++i)
     results.push_back(rt().run_on_device(dev, [&order, i] {
       order.push_back(i); // a strand: no two run at once

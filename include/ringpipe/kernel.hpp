@@ -173,11 +173,17 @@ public:
                          bytes_of(sizeof(Out), std::is_same_v<Out, no_message>), options) {}
 
   void start(const ring<In>& in, const ring<Out>& out) { start_untyped(in.shared_buffer(), out.shared_buffer()); }
-  void start(const ring<Out>& out) requires std::is_same_v<In, no_message> {
-    start_untyped(nullptr, out.shared_buffer());
-  }
-  void start(const ring<In>& in) requires std::is_same_v<Out, no_message> {
-    start_untyped(in.shared_buffer(), nullptr);
+  /// Starts a kernel with one ring: a source's output, or a sink's input.
+  template <class T> void start(const ring<T>& r) {
+    // Checked here rather than by two constrained overloads, which clang before 16 rejects for
+    // ring_kernel<T, T> (and clang-tidy with it).
+    constexpr bool source = std::is_same_v<In, no_message> && std::is_same_v<T, Out>;
+    constexpr bool sink = std::is_same_v<Out, no_message> && std::is_same_v<T, In>;
+    static_assert(source || sink, "one ring: the output ring of a source or the input ring of a sink");
+    if constexpr (source)
+      start_untyped(nullptr, r.shared_buffer());
+    else
+      start_untyped(r.shared_buffer(), nullptr);
   }
 };
 
