@@ -3,21 +3,20 @@
 //   device 0                          device 1                       host
 //   +-----------------+   link        +-----------------+            +---------+
 //   | producer kernel | ------------> | consumer kernel | ---------> | summary |
-//   | test_source     | direct/staged | test_verify     | 1 message  | sink    |
+//   | produce         | direct/staged | verify          | 1 message  | sink    |
 //   +-----------------+               +-----------------+            +---------+
 //
 // The producer writes messages 0..N-1, each with a check word. The consumer checks on the device
 // that they arrive in order with the right check words, sums them, and at the end of the stream
 // emits one summary, which the host compares with the count and checksum it expects.
-// Both kernels are built-in stages (cl/stages/test_map.cl).
+// Both kernels are this example's own (kernels/producer_consumer.cl, embedded at build time).
 //
 //   producer_consumer [--staged] [--count N] [--duration SECONDS]
 //     --staged     force a staged link (a host copy) even where a direct one is possible
 //     --duration   soak: run pipelines back to back for this long, then report loss and memory
 
-#include <ringpipe/pipeline.hpp>
-#include <ringpipe/runtime.hpp>
-#include <ringpipe/test_message.hpp>
+#include <ringpipe/detail/embedded_sources.hpp>
+#include <ringpipe/ringpipe.hpp>
 
 #include <unistd.h>
 
@@ -29,9 +28,32 @@
 #include <thread>
 
 using namespace ringpipe;
-using msg = test_message<16>;
+
+namespace ringpipe::detail {
+std::span<const embedded_source> producer_consumer_kernels() noexcept; // generated from kernels/
+}
 
 namespace {
+
+// Host mirrors of the kernels' types (kernels/producer_consumer.cl).
+struct msg {
+  std::uint32_t seq, check, payload[2];
+};
+struct summary_msg {
+  std::uint64_t count, sum;
+  std::uint32_t expected, errors, first_error, pad;
+};
+static_assert(sizeof(msg) == 16 && sizeof(summary_msg) == 32);
+
+constexpr std::uint32_t demo_check(std::uint32_t seq) { return seq * 2654435761u ^ 0x5bd1e995u; }
+std::uint64_t expected_sum(std::uint32_t count) {
+  std::uint64_t sum = 0;
+  for (std::uint32_t s = 0; s < count; ++s)
+    sum += demo_check(s);
+  return sum;
+}
+
+std::string kernel_source() { return std::string(detail::producer_consumer_kernels()[0].text); }
 
 struct run_result {
   bool ok = false;
@@ -51,17 +73,16 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, bool progress
   const std::size_t consumer_device = rt.devices().size() > 1 ? 1 : 0;
   pipeline p(rt, {"producer_consumer"});
 
-  kernel_spec producer_spec(test_stages_source(sizeof(msg)), "test_source");
+  kernel_spec producer_spec(kernel_source(), "produce");
   producer_spec.args = {kernel_arg::of(count)}; // how many messages to produce
-  kernel_spec consumer_spec(test_stages_source(sizeof(msg)), "test_verify");
-  consumer_spec.state_bytes = sizeof(test_summary);        // running totals, kept on the device
-  consumer_spec.args = {kernel_arg::of(std::uint32_t{0})}; // hops: check words arrive unchanged
+  kernel_spec consumer_spec(kernel_source(), "verify");
+  consumer_spec.state_bytes = sizeof(summary_msg); // running totals, kept on the device
 
   auto producer = p.add_kernel<no_message, msg>("producer", producer_spec, on_device(0));
-  auto consumer = p.add_kernel<msg, test_summary>("consumer", consumer_spec, on_device(consumer_device));
-  test_summary summary{};
+  auto consumer = p.add_kernel<msg, summary_msg>("consumer", consumer_spec, on_device(consumer_device));
+  summary_msg summary{};
   int summaries = 0;
-  auto sink = p.add_sink<test_summary>("summary", [&](const test_summary& s) {
+  auto sink = p.add_sink<summary_msg>("summary", [&](const summary_msg& s) {
     summary = s;
     ++summaries;
   });
@@ -99,13 +120,13 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, bool progress
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.metrics = p.metrics();
   r.messages = summary.count;
-  r.ok = summaries == 1 && summary.count == count && summary.errors == 0 && summary.sum == test_checksum(count, 0);
+  r.ok = summaries == 1 && summary.count == count && summary.errors == 0 && summary.sum == expected_sum(count);
   if (progress && isatty(STDOUT_FILENO)) std::printf("\n");
   if (!r.ok) {
     std::printf("FAIL: %d summaries; consumer saw %llu of %u messages, %u out of order or corrupt (first at seq "
                 "%u), checksum %llu, expected %llu\n",
                 summaries, static_cast<unsigned long long>(summary.count), count, summary.errors, summary.first_error,
-                static_cast<unsigned long long>(summary.sum), static_cast<unsigned long long>(test_checksum(count, 0)));
+                static_cast<unsigned long long>(summary.sum), static_cast<unsigned long long>(expected_sum(count)));
   }
   return r;
 }

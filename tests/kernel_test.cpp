@@ -1,6 +1,6 @@
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/occupancy.hpp>
-#include <ringpipe/test_message.hpp>
+#include <test_message.hpp>
 
 #include "device_fixture.hpp"
 
@@ -293,7 +293,19 @@ TEST_F(KernelTest, AnyDeviceDestroyedKernelHoldsNoDeviceObjects) {
   const auto context_references = [&] { return dev.context().getInfo<CL_CONTEXT_REFERENCE_COUNT>(); };
   ring<msg16> in(dev, 64, {"in"}), out(dev, 64, {"out"});
   { map16 cached(rt(), dev, test_kernel("test_map")); } // the program cache keeps the built program
-  const auto before = context_references();
+  // rusticl drops some references of earlier tests' objects on its own threads, a little later:
+  // count once the number holds still.
+  const auto settled = [&] {
+    auto last = context_references();
+    for (int i = 0; i < 50; ++i) {
+      std::this_thread::sleep_for(20ms);
+      const auto now = context_references();
+      if (now == last) return now;
+      last = now;
+    }
+    return last;
+  };
+  const auto before = settled();
   std::latch busy(ringpipe::testing::shared_runtime::threads);
   {
     map16 k(rt(), dev, test_kernel("test_map"));
@@ -311,6 +323,12 @@ TEST_F(KernelTest, AnyDeviceDestroyedKernelHoldsNoDeviceObjects) {
     }
     busy.wait();
     k.notify();
+  }
+  // PoCL releases at once; rusticl finishes releasing on its own threads within milliseconds, so
+  // there the check allows it a moment (PoCL is the strict one: 9 vs 7 with the old destructor).
+  if (ringpipe::testing::is_rusticl(dev)) {
+    for (int i = 0; i < 10 && context_references() != before; ++i)
+      std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(context_references(), before);
 }

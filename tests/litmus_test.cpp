@@ -6,7 +6,7 @@
 // test runs through the batched mirrors and checks the copies instead.
 
 #include <ringpipe/kernel.hpp>
-#include <ringpipe/test_message.hpp>
+#include <test_message.hpp>
 
 #include "device_fixture.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <ringpipe/occupancy.hpp>
 #include <ringpipe/runtime.hpp>
-#include <ringpipe/test_message.hpp>
+#include <test_message.hpp>
 
 #include "device_fixture.hpp"
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,7 +105,7 @@ struct kernel_stats {
 };
 
 namespace detail {
-struct kernel_proxy;
+class kernel_proxy;
 }
 
 /// Untyped ring kernel; see ring_kernel<In, Out>.
@@ -141,6 +142,9 @@ public:
   std::exception_ptr failure() const;
   /// Wakes the proxy: new input is queued (saves a parked kernel the proxy's polling delay).
   void notify() noexcept;
+  /// Before start(): `fn` runs on a runtime thread when the kernel finishes or fails, before
+  /// wait_exited() can return (a pipeline waits on its kernels this way, without polling).
+  void on_exit(std::function<void()> fn);
 
   /// Sets a raw kernel's own argument `index` (counted after RINGPIPE_KERNEL_PARAMS and the state
   /// argument, if any). Before start().

@@ -13,6 +13,8 @@
 
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/metrics.hpp>
+#include <ringpipe/placement.hpp>
+#include <ringpipe/plan.hpp>
 #include <ringpipe/ring.hpp>
 
 #include <chrono>
@@ -35,13 +37,6 @@ enum class fan_out {
   round_robin, ///< connections take turns, one message each
 };
 
-/// Where a kernel stage runs: an explicit device (its index in the runtime's topology), or
-/// automatic (the device with the most free persistent workers, then the fewest kernels).
-struct placement {
-  std::optional<std::size_t> device;
-};
-inline placement on_device(std::size_t index) { return placement{index}; }
-
 struct link_options {
   std::optional<link_kind> kind; ///< forced kind (direct needs ends that share memory)
   std::uint32_t capacity = 0;    ///< ring slots; 0: the pipeline's default
@@ -55,6 +50,8 @@ struct pipeline_options {
   /// when nothing else reads between them and their link is not forced: one resident kernel and
   /// no ring instead of two kernels polling a ring. plan() and metrics() show fused links.
   bool fuse_kernels = true;
+  /// Places kernel stages that name no device; null: freest_device.
+  std::shared_ptr<const placement_policy> placement = nullptr;
 };
 
 /// A message type as the pipeline checks it at run time (connections by name).
@@ -78,7 +75,7 @@ template <class In, class Out> struct stage_ref {
 
 namespace detail {
 struct pipeline_impl;
-struct stage_def;
+struct stage_decl;
 } // namespace detail
 
 class pipeline {
@@ -114,6 +111,10 @@ public:
   void set_fan_out(const std::string& stage, fan_out policy);
 
   // --- running ---
+  /// Validates the graph and plans it (placement, fusion, link kinds, persistent budget) without
+  /// building or launching anything and without any OpenCL call: what start() will build.
+  /// Throws what start() would throw for an invalid graph.
+  pipeline_plan dry_run() const;
   /// Validates (cycles, message types and sizes, unconnected ports, persistent budget), builds
   /// and places kernels, creates rings and links, then launches. Throws before launching anything
   /// if the pipeline is invalid.
@@ -151,7 +152,7 @@ private:
   using byte_consume = std::function<void(const std::byte* in)>;
 
   std::size_t add_stage(std::string name, stage_kind kind, message_type in, message_type out);
-  detail::stage_def& def(std::size_t id);
+  detail::stage_decl& def(std::size_t id);
   void set_generate(std::size_t id, byte_generate fn);
   void set_transform(std::size_t id, byte_transform fn);
   void set_consume(std::size_t id, byte_consume fn);

@@ -69,6 +69,9 @@ public:
   std::byte* slot(std::uint32_t counter) const noexcept {
     return slots_ + static_cast<std::size_t>(counter & (capacity_ - 1)) * slot_size_;
   }
+  /// Copies `n` slots from counter `from` on into contiguous `dst`, in at most two runs (up to
+  /// the end of the slot array, then from its start). Moves no counter.
+  void copy_out(std::uint32_t from, std::uint32_t n, std::byte* dst) const noexcept;
 
   // --- producer side ---
   [[nodiscard]] bool try_push_bytes(const void* message) noexcept;

@@ -33,26 +33,9 @@ std::vector<cl::Platform> all_platforms() {
 
 } // namespace
 
-std::string_view to_string(link_kind k) noexcept {
-  switch (k) {
-  case link_kind::direct: return "direct";
-  case link_kind::copy: return "copy";
-  case link_kind::staged: return "staged";
-  case link_kind::fused: return "fused";
-  }
-  return "?";
-}
-
 std::string discovery_options::default_filter() {
   const char* env = std::getenv("RINGPIPE_DEVICE_FILTER");
   return env ? env : "";
-}
-
-link_kind choose_link(const device& from, const device& to) {
-  if (from.cl_device()() == to.cl_device()()) return link_kind::direct;
-  if (!from.shares_context_with(to)) return link_kind::staged;
-  const auto shared = [](const device_info& i) { return i.svm.fine_buffer && i.svm.atomics; };
-  return shared(from.info()) && shared(to.info()) ? link_kind::direct : link_kind::copy;
 }
 
 topology topology::discover(const discovery_options& options) {
@@ -109,11 +92,12 @@ topology topology::discover(const discovery_options& options) {
     throw error(errc::no_device, message);
   }
 
-  const auto n = topo.devices_.size();
-  topo.links_.reserve(n * n);
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < n; ++j)
-      topo.links_.push_back(choose_link(topo.devices_[i], topo.devices_[j]));
+  return topo;
+}
+
+topology topology::from_devices(std::vector<device> devices) {
+  topology topo;
+  topo.devices_ = std::move(devices);
   return topo;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Host mirror of cl/stages/test_map.cl's message: a sequence number, a check word and padding to
+// Host mirror of tests/cl/test_map.cl's message: a sequence number, a check word and padding to
 // N bytes. Tests, benchmarks and demos use it to verify every message end to end.
 
 #include <array>
@@ -16,7 +16,7 @@ template <std::size_t N> struct test_message {
   std::array<std::uint32_t, (N - 8) / 4> payload;
 };
 
-/// The mixing function of cl/stages/test_map.cl.
+/// The mixing function of tests/cl/test_map.cl.
 constexpr std::uint32_t test_mix(std::uint32_t x) noexcept {
   x ^= x >> 16;
   x *= 0x7feb352du;
@@ -46,7 +46,7 @@ template <std::size_t N> test_message<N> make_test_message(std::uint32_t seq) no
   return m;
 }
 
-/// What cl/stages/test_map.cl's test_verify kernel emits at the end of a stream.
+/// What tests/cl/test_map.cl's test_verify kernel emits at the end of a stream.
 struct test_summary {
   std::uint64_t count;       ///< messages seen
   std::uint64_t sum;         ///< sum of their check words
@@ -65,9 +65,10 @@ inline std::uint64_t test_checksum(std::uint32_t count, int hops) {
   return sum;
 }
 
-/// Source text that builds cl/stages/test_map.cl for N-byte messages.
-inline std::string test_stages_source(std::size_t n) {
-  return "#define RP_MSG_BYTES " + std::to_string(n) + "\n#include <stages/test_map.cl>\n";
-}
+/// Source text that builds tests/cl/test_map.cl for N-byte messages (embedded in the test support
+/// library; it includes the library's own <ringpipe/stage.clh>).
+std::string test_stages_source(std::size_t n);
+/// test_map.cl plus tests/cl/relaunch_baseline.cl: one launch per message, for ringpipe-bench.
+std::string relaunch_baseline_source(std::size_t n);
 
 } // namespace ringpipe

@@ -164,19 +164,19 @@ std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept
     note_fill(consumer_head_cache_ - tail);
   }
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(consumer_head_cache_ - tail, count));
-  auto* dst = static_cast<std::byte*>(messages);
-  for (std::uint32_t i = 0; i < n;) {
-    const auto index = (tail + i) & (capacity_ - 1);
-    const auto run = std::min(n - i, capacity_ - index);
-    std::memcpy(dst + static_cast<std::size_t>(i) * slot_size_, slot(tail + i),
-                static_cast<std::size_t>(run) * slot_size_);
-    i += run;
-  }
+  copy_out(tail, n, static_cast<std::byte*>(messages));
   if (n > 0) {
     publish_tail(tail + n);
     note_popped(n);
   }
   return n;
+}
+
+void ring_buffer::copy_out(std::uint32_t from, std::uint32_t n, std::byte* dst) const noexcept {
+  const auto first = std::min(n, capacity_ - (from & (capacity_ - 1)));
+  std::memcpy(dst, slot(from), static_cast<std::size_t>(first) * slot_size_);
+  std::memcpy(dst + static_cast<std::size_t>(first) * slot_size_, slot(from + first),
+              static_cast<std::size_t>(n - first) * slot_size_);
 }
 
 bool ring_buffer::drained() noexcept {

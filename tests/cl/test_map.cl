@@ -1,6 +1,6 @@
 // Stages used by the tests, the benchmarks and the demos: messages carrying a sequence number and
 // a check word, so that every hop can be verified. RP_MSG_BYTES selects the size (multiple of 4,
-// at least 8); the host mirror is ringpipe::test_message<N> (include/ringpipe/test_message.hpp).
+// at least 8); the host mirror is ringpipe::test_message<N> (tests/support/test_message.hpp).
 #include <ringpipe/stage.clh>
 
 #ifndef RP_MSG_BYTES

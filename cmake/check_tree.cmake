@@ -1,0 +1,40 @@
+# The tree's own rules, run by ctest (tree.layers): lower layers never include higher ones, and no
+# file of the library is over 400 lines.
+#   core <- actor <- {kernel, link} <- pipeline; kernel and link do not know each other.
+#   cmake -DROOT=<source dir> -P cmake/check_tree.cmake
+cmake_policy(SET CMP0007 NEW)
+set(higher_than_core "ringpipe/(kernel|link|pipeline|plan|placement)\\.hpp|\\.\\./(actor|kernel|link|pipeline)/")
+set(rules
+  "core|${higher_than_core}"
+  "actor|ringpipe/(kernel|link|pipeline|plan|placement|metrics)\\.hpp|\\.\\./(kernel|link|pipeline)/"
+  "kernel|ringpipe/(link|pipeline|plan|placement)\\.hpp|\\.\\./(link|pipeline)/"
+  "link|ringpipe/(kernel|pipeline|plan|placement)\\.hpp|\\.\\./(kernel|pipeline)/")
+set(problems "")
+foreach(rule IN LISTS rules)
+  string(FIND "${rule}" "|" bar)
+  string(SUBSTRING "${rule}" 0 ${bar} layer)
+  math(EXPR start "${bar} + 1")
+  string(SUBSTRING "${rule}" ${start} -1 forbidden)
+  file(GLOB files "${ROOT}/src/${layer}/*")
+  foreach(f IN LISTS files)
+    file(STRINGS "${f}" includes REGEX "^#include")
+    foreach(line IN LISTS includes)
+      if(line MATCHES "${forbidden}")
+        string(APPEND problems "\n  src/${layer}/ includes a higher layer: ${f}: ${line}")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+file(GLOB_RECURSE library "${ROOT}/src/*" "${ROOT}/include/*" "${ROOT}/cl/*")
+foreach(f IN LISTS library)
+  file(READ "${f}" text)
+  string(REGEX MATCHALL "\n" newlines "${text}")
+  list(LENGTH newlines n)
+  if(n GREATER 400)
+    string(APPEND problems "\n  ${f} has ${n} lines (at most 400)")
+  endif()
+endforeach()
+if(problems)
+  message(FATAL_ERROR "the tree breaks its rules:${problems}")
+endif()
+message(STATUS "tree rules hold")

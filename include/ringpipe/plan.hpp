@@ -1,0 +1,42 @@
+#pragma once
+// What a pipeline will build: each stage's device and fusion, each connection's link kind. A
+// value, made without any OpenCL call (pipeline::dry_run()), so placement and link choices can be
+// checked, shown and tested on a machine that lacks the devices.
+
+#include <ringpipe/link.hpp>
+#include <ringpipe/metrics.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringpipe {
+
+struct pipeline_plan {
+  struct stage {
+    std::string name;
+    stage_kind kind = stage_kind::host;
+    std::optional<std::size_t> device; ///< kernel stages: the device index
+    std::string fused_into;            ///< runs inside that stage's kernel (empty: its own)
+    std::vector<std::string> fused_with;
+  };
+  struct link {
+    std::string from; ///< "stage.out"
+    std::string to;   ///< "stage.in"
+    link_kind kind = link_kind::direct;
+    bool forced = false;
+    bool mover = false; ///< a host mover copies between a ring near each end
+  };
+  std::vector<stage> stages;
+  std::vector<link> links;
+
+  /// The link from port `from` to port `to`, or null.
+  const link* find_link(const std::string& from, const std::string& to) const;
+  /// The stage named `name`, or null.
+  const stage* find_stage(const std::string& name) const;
+  /// One line per stage and link.
+  std::string text() const;
+};
+
+} // namespace ringpipe

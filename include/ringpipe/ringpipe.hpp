@@ -1,0 +1,18 @@
+#pragma once
+// Everything an application uses: devices and the runtime, rings, ring kernels, links, pipelines
+// and their plans and metrics.
+
+#include <ringpipe/device.hpp>
+#include <ringpipe/error.hpp>
+#include <ringpipe/kernel.hpp>
+#include <ringpipe/link.hpp>
+#include <ringpipe/metrics.hpp>
+#include <ringpipe/mode.hpp>
+#include <ringpipe/occupancy.hpp>
+#include <ringpipe/pipeline.hpp>
+#include <ringpipe/placement.hpp>
+#include <ringpipe/plan.hpp>
+#include <ringpipe/program.hpp>
+#include <ringpipe/ring.hpp>
+#include <ringpipe/runtime.hpp>
+#include <ringpipe/topology.hpp>

@@ -1,0 +1,83 @@
+#include "host_stage.hpp"
+
+#include <algorithm>
+
+namespace ringpipe::detail {
+
+host_stage::host_stage(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch)
+    : name_(std::move(name)), batch_(std::max<std::uint32_t>(batch, 1)),
+      poller_(std::move(executor), host_stage_timing, [this] { return step(); }) {}
+
+void host_stage::add_input(std::shared_ptr<ring_buffer> r) {
+  in_size_ = r->slot_size();
+  inputs_.add(std::move(r));
+}
+
+void host_stage::add_output(std::shared_ptr<ring_buffer> r, std::function<void()> wake_consumer) {
+  out_size_ = r->slot_size();
+  outputs_.push_back({std::move(r), std::move(wake_consumer)});
+}
+
+void host_stage::start() {
+  in_buf_.resize(std::max<std::size_t>(in_size_, 1));
+  out_buf_.resize(std::max<std::size_t>(std::max(out_size_, in_size_), 1));
+  poller_.start(weak_from_this());
+}
+
+void host_stage::stop() noexcept {
+  stop_.store(true, std::memory_order_release);
+  poller_.wake();
+}
+
+bool host_stage::wait_exited(std::chrono::nanoseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return exited_cv_.wait_for(lock, timeout, [&] { return exited.load(std::memory_order_acquire); });
+}
+
+void host_stage::leave() {
+  {
+    std::lock_guard lock(mutex_);
+    exited.store(true, std::memory_order_release);
+  }
+  exited_cv_.notify_all();
+  if (on_exit) on_exit();
+}
+
+poll_result host_stage::step() {
+  if (stop_.load(std::memory_order_acquire)) {
+    leave();
+    return poll_result::done;
+  }
+  std::size_t moved = 0;
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    moved = turn();
+    if (moved > 0) {
+      busy_ns.fetch_add(static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()),
+                        std::memory_order_relaxed);
+      batches.fetch_add(1, std::memory_order_relaxed);
+      for (auto& out : outputs_)
+        if (out.wake_consumer) out.wake_consumer();
+    }
+  } catch (...) {
+    failed.store(true, std::memory_order_release);
+    if (on_failure) on_failure(std::current_exception());
+    leave();
+    return poll_result::done;
+  }
+  if (finished.load(std::memory_order_relaxed)) {
+    leave();
+    return poll_result::done;
+  }
+  return moved > 0 ? poll_result::progress : poll_result::idle;
+}
+
+void host_stage::end_stream() {
+  for (auto& o : outputs_) {
+    o.ring->close();
+    if (o.wake_consumer) o.wake_consumer();
+  }
+  finished.store(true, std::memory_order_release);
+}
+
+} // namespace ringpipe::detail

@@ -1,0 +1,103 @@
+#pragma once
+// A host stage on the runtime: an actor that takes from its input rings (merged, each in order),
+// does its work, and hands out to its output rings (a fan-out policy), polled by one poller. It
+// never pops a message it has no room to push (credit-based backpressure) and closes its outputs
+// once every input has ended. What it does with a message is its subclass (stages.hpp): a
+// source, a transform, a sink or a mover.
+
+#include "fan.hpp"
+#include "poller.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringpipe::detail {
+
+class host_stage : public std::enable_shared_from_this<host_stage> {
+public:
+  host_stage(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch);
+  virtual ~host_stage() = default;
+  host_stage(const host_stage&) = delete;
+  host_stage& operator=(const host_stage&) = delete;
+
+  // ---- set-up, before start() ----
+  void add_input(std::shared_ptr<ring_buffer> r);
+  /// `wake_consumer` (may be empty) runs after every turn that pushed.
+  void add_output(std::shared_ptr<ring_buffer> r, std::function<void()> wake_consumer = {});
+  void set_fan(fan_policy policy) { fan_ = policy; }
+  /// Called once, on the stage's executor, when its work throws.
+  std::function<void(std::exception_ptr)> on_failure;
+  /// Called once, on the stage's executor, when it leaves its loop (finished, failed, stopped).
+  std::function<void()> on_exit;
+
+  void start();
+  /// Stops at the next step. Any thread.
+  void stop() noexcept;
+  /// Waits until the stage has left its loop (finished, failed or stopped).
+  bool wait_exited(std::chrono::nanoseconds timeout) const;
+
+  const std::string& name() const noexcept { return name_; }
+  const std::vector<std::unique_ptr<stage_input>>& inputs() const noexcept { return inputs_.all(); }
+  std::uint32_t queued() const { return inputs_.queued(); }
+
+  // Observed from other threads.
+  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, batches{0}, busy_ns{0};
+  std::atomic<bool> finished{false}; ///< every input ended (or the source did) and outputs closed
+  std::atomic<bool> failed{false};
+  std::atomic<bool> exited{false};
+
+protected:
+  /// One turn: up to batch() messages. Returns how many were taken (or generated).
+  virtual std::size_t turn() = 0;
+  /// Pops, hands each message to `handle(message, fan)` and counts, while outputs have room.
+  template <class Handle> std::size_t each_message(Handle&& handle);
+  void push(auto& fan, const std::byte* message) {
+    fan.push(outputs_, message);
+    msgs_out.fetch_add(1, std::memory_order_relaxed);
+  }
+  /// Closes every output: the stream ended.
+  void end_stream();
+  std::uint32_t batch() const noexcept { return batch_; }
+  std::size_t in_size() const noexcept { return in_size_; }
+
+  merge_inputs inputs_;
+  std::vector<stage_output> outputs_;
+  fan_policy fan_;
+  std::vector<std::byte> in_buf_, out_buf_;
+
+private:
+  poll_result step();
+  void leave();
+
+  std::string name_;
+  std::uint32_t batch_;
+  std::size_t in_size_ = 0, out_size_ = 0;
+  poller poller_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mutex_;
+  mutable std::condition_variable exited_cv_;
+};
+
+template <class Handle> std::size_t host_stage::each_message(Handle&& handle) {
+  return std::visit(
+      [&](auto& fan) {
+        std::size_t moved = 0;
+        while (moved < batch_ && fan.has_room(outputs_) && inputs_.pop(in_buf_.data())) {
+          msgs_in.fetch_add(1, std::memory_order_relaxed);
+          ++moved;
+          handle(in_buf_.data(), fan);
+        }
+        return moved;
+      },
+      fan_);
+}
+
+} // namespace ringpipe::detail

@@ -1,0 +1,89 @@
+#pragma once
+// The one polling loop of the actor runtime. Kernel proxies and host stages call `step()` on
+// their own executor (a strand); it answers whether it made progress, and the poller decides
+// when to call it again: at once while work flows and for a short spin window after, then on a
+// timer that doubles up to a ceiling, so an idle pipeline costs nothing. `wake()` (new work
+// arrived, a stop was asked) cuts a sleep short.
+//
+// The executor is injected: the runtime's is a strand with a steady timer, and tests step a
+// manual one by hand, with no threads and no sleeps.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+
+namespace ringpipe::detail {
+
+class poller;
+
+/// Where and when a poller's steps run. Steps of one executor never run concurrently.
+class poll_executor {
+public:
+  using clock = std::chrono::steady_clock;
+  virtual ~poll_executor() = default;
+  virtual clock::time_point now() const = 0;
+  /// Runs `p.run()` soon.
+  virtual void post(poller& p) = 0;
+  /// Runs `p.run()` at `when`, replacing an earlier timed run of this executor.
+  virtual void post_at(poller& p, clock::time_point when) = 0;
+  /// Cancels the timed run, if any.
+  virtual void cancel_timer() noexcept = 0;
+};
+
+struct poll_timing {
+  std::chrono::microseconds spin_window{0};  ///< after progress, re-poll at once this long
+  std::chrono::microseconds first_sleep{40}; ///< then sleep this long,
+  std::chrono::microseconds ceiling{1000};   ///< doubling up to this
+};
+
+/// Host stages re-poll at once for a short window after progress (a message in flight arrives
+/// within microseconds), then sleep up to 1 ms.
+inline constexpr poll_timing host_stage_timing{std::chrono::microseconds(200), std::chrono::microseconds(50),
+                                               std::chrono::microseconds(1000)};
+/// Kernel proxies only launch and watch: they back off at once; their driver sets the ceiling.
+inline constexpr poll_timing kernel_proxy_timing{std::chrono::microseconds(0), std::chrono::microseconds(40),
+                                                 std::chrono::microseconds(1000)};
+
+/// What one step found.
+enum class poll_result {
+  progress, ///< did work: poll again at once
+  idle,     ///< nothing to do: back off
+  done,     ///< left its loop: never poll again
+};
+
+class poller {
+public:
+  using step_fn = std::function<poll_result()>;
+
+  poller(std::shared_ptr<poll_executor> executor, poll_timing timing, step_fn step)
+      : executor_(std::move(executor)), timing_(timing), step_(std::move(step)) {}
+
+  /// Schedules the first step; `owner` is kept alive while a step is pending.
+  void start(std::weak_ptr<void> owner);
+  /// Cuts a sleep short: the next step runs soon, the backoff starts over. Any thread.
+  void wake();
+  /// Runs one step and schedules the next (called by the executor).
+  void run();
+
+  void set_ceiling(std::chrono::microseconds ceiling) noexcept { timing_.ceiling = ceiling; }
+  const poll_timing& timing() const noexcept { return timing_; }
+  /// The sleep chosen after the last idle step (0 while spinning).
+  std::chrono::microseconds delay() const noexcept { return delay_; }
+  bool stopped() const noexcept { return done_; }
+  std::shared_ptr<void> owner() const noexcept { return owner_.lock(); }
+  poll_executor& executor() noexcept { return *executor_; }
+
+private:
+  std::shared_ptr<poll_executor> executor_;
+  poll_timing timing_;
+  step_fn step_;
+  std::weak_ptr<void> owner_;
+  poll_executor::clock::time_point last_progress_{};
+  std::chrono::microseconds delay_{0};
+  bool done_ = false;
+  std::atomic<bool> posted_{false}; // a run is posted and has not started: wakes need not post another
+  std::atomic<bool> woken_{false};
+};
+
+} // namespace ringpipe::detail

@@ -1,0 +1,56 @@
+#pragma once
+// What host stages do with messages, one type each: a source generates, a transform maps (and
+// may drop), a sink consumes, and a mover (inserted by the runtime: staged links, merges into and
+// splits out of kernels) copies.
+
+#include "host_stage.hpp"
+
+#include <functional>
+
+namespace ringpipe::detail {
+
+class source_stage final : public host_stage {
+public:
+  /// `generate(out)` writes the next message and returns true, or returns false at the end.
+  using generate_fn = std::function<bool(std::byte* out)>;
+  source_stage(std::shared_ptr<poll_executor> ex, std::string name, std::uint32_t batch, generate_fn generate)
+      : host_stage(std::move(ex), std::move(name), batch), generate_(std::move(generate)) {}
+
+private:
+  std::size_t turn() override;
+  generate_fn generate_;
+};
+
+class transform_stage final : public host_stage {
+public:
+  /// `transform(in, out)` writes a result and returns true, or returns false to drop the message.
+  using transform_fn = std::function<bool(const std::byte* in, std::byte* out)>;
+  transform_stage(std::shared_ptr<poll_executor> ex, std::string name, std::uint32_t batch, transform_fn transform)
+      : host_stage(std::move(ex), std::move(name), batch), transform_(std::move(transform)) {}
+
+private:
+  std::size_t turn() override;
+  transform_fn transform_;
+};
+
+class sink_stage final : public host_stage {
+public:
+  using consume_fn = std::function<void(const std::byte* in)>;
+  sink_stage(std::shared_ptr<poll_executor> ex, std::string name, std::uint32_t batch, consume_fn consume)
+      : host_stage(std::move(ex), std::move(name), batch), consume_(std::move(consume)) {}
+
+private:
+  std::size_t turn() override;
+  consume_fn consume_;
+};
+
+class mover_stage final : public host_stage {
+public:
+  using host_stage::host_stage;
+
+private:
+  std::size_t turn() override;
+  std::vector<std::byte> block_; // one ring to one ring: a block of messages per turn
+};
+
+} // namespace ringpipe::detail

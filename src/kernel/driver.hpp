@@ -1,0 +1,94 @@
+#pragma once
+// A kernel driver runs one ring kernel over one kind of ring memory: launching it, moving its
+// messages where the device cannot reach them, and watching that it makes progress. The proxy
+// (proxy.hpp) owns the lifecycle around it (start, stop, failure, reaping) and calls the driver
+// on its strand only. Each transport is one driver in files of its own:
+//   svm_driver     rings in fine-grained SVM: persistent, parked, or relaunched per batch
+//   mirror_driver  rings in host memory: batches copied through device mirrors (1 or 2 lanes)
+// A new transport (e.g. mapped pinned memory on GPUs without fine-grained SVM) is a new driver
+// and one more case in make_driver(); the others do not change.
+
+#include "mode_choice.hpp"
+
+#include <ringpipe/kernel.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+
+namespace ringpipe::detail {
+
+class kernel_image;
+
+/// What the proxy offers its driver (called on the proxy's strand).
+class kernel_lifecycle {
+public:
+  virtual kernel_stop stop_requested() const noexcept = 0;
+  /// Takes a device worker for the next launch; false: every worker is held, retry later.
+  virtual bool acquire_worker() = 0;
+  virtual void release_worker() noexcept = 0;
+  /// The kernel left for good; returns false (no progress) for the caller's convenience.
+  virtual bool finish(kernel_state state) = 0;
+  virtual void fail(std::exception_ptr e) = 0;
+  /// Interprets the state a launch returned in; true when the kernel goes on.
+  virtual bool after_exit(kernel_state state, std::uint32_t code) = 0;
+  /// Whether the proxy has finished or is reaping a failed launch (the driver stops work).
+  virtual bool leaving() const noexcept = 0;
+
+protected:
+  ~kernel_lifecycle() = default;
+};
+
+/// Counters and state other threads read.
+struct kernel_counters {
+  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, launches{0}, overlapped{0};
+  std::atomic<kernel_state> state{kernel_state::idle};
+};
+
+/// Everything a driver works on; it outlives the driver.
+struct driver_context {
+  const device& dev;
+  kernel_image& image;
+  const kernel_options& options;
+  kernel_mode mode;
+  ring_buffer& in;  ///< a closed empty ring when the kernel has no input
+  ring_buffer& out; ///< an unread ring when the kernel has no output
+  bool has_input;
+  bool has_output;
+  kernel_counters& counters;
+  kernel_lifecycle& life;
+};
+
+class kernel_driver {
+public:
+  virtual ~kernel_driver() = default;
+  /// One step: launch, complete, copy, watch. True when it made progress.
+  virtual bool step() = 0;
+  /// A stop was asked (any thread): tell the running kernel if the driver can.
+  virtual void stop_requested(kernel_stop stop) noexcept = 0;
+  /// Whether a launch is enqueued and has not returned.
+  virtual bool in_flight() const noexcept = 0;
+  /// After a failure: whether the launch in flight has returned (then it can be released).
+  virtual bool launch_returned() = 0;
+  /// The kernel's heartbeat, where the host can read it (0 elsewhere).
+  virtual std::uint32_t heartbeat() const noexcept { return 0; }
+  /// The longest sleep between idle steps.
+  virtual std::chrono::microseconds idle_ceiling() const noexcept { return std::chrono::microseconds(1000); }
+  /// Releases every OpenCL object (after the last launch returned). Never throws.
+  virtual void release() noexcept = 0;
+};
+
+std::unique_ptr<kernel_driver> make_svm_driver(const driver_context& c);
+std::unique_ptr<kernel_driver> make_mirror_driver(const driver_context& c);
+
+inline std::unique_ptr<kernel_driver> make_driver(kernel_transport t, const driver_context& c) {
+  switch (t) {
+  case kernel_transport::shared_memory: return make_svm_driver(c);
+  case kernel_transport::mirrored: return make_mirror_driver(c);
+  }
+  return nullptr;
+}
+
+} // namespace ringpipe::detail

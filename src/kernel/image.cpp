@@ -1,0 +1,145 @@
+#include "image.hpp"
+
+#include <ringpipe/program.hpp>
+#include <ringpipe/ring.hpp>
+
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+namespace ringpipe::detail {
+namespace {
+
+// What a kernel declared with RP_DECLARE_KERNEL (stage.clh): its message sizes and kind.
+struct declaration {
+  std::size_t in_bytes = 0;
+  std::size_t out_bytes = 0;
+  bool map = false; // consumes whole batches, at most one result per message, no state
+};
+constexpr unsigned long kind_map = 1; // RP_KIND_MAP
+
+// Reads the declaration (each value plus one) from the companion kernel's work_group_size_hint.
+std::optional<declaration> declaration_from_attributes(const cl::Kernel& sizes) {
+  std::string attributes;
+  try {
+    attributes = sizes.getInfo<CL_KERNEL_ATTRIBUTES>();
+  } catch (const cl::Error&) {
+    return std::nullopt;
+  }
+  const auto pos = attributes.find("work_group_size_hint(");
+  unsigned long in = 0, out = 0, kind = 0;
+  if (pos == std::string::npos ||
+      std::sscanf(attributes.c_str() + pos, "work_group_size_hint(%lu ,%lu ,%lu", &in, &out, &kind) != 3 || in == 0 ||
+      out == 0 || kind == 0)
+    return std::nullopt;
+  return declaration{in - 1, out - 1, kind - 1 == kind_map};
+}
+
+// Where attributes are not reported (oclgrind returns none that parse), runs the companion kernel
+// once: it writes the declaration. It is one work-item and never waits, so it cannot starve for
+// long; still, it gets a deadline.
+declaration declaration_from_launch(const device& dev, cl::Kernel& sizes, const std::string& name) {
+  return cl_call(("reading the message sizes of kernel '" + name + "'").c_str(), [&] {
+    cl::CommandQueue queue(dev.context(), dev.cl_device());
+    cl::Buffer result(dev.context(), CL_MEM_READ_WRITE, 3 * sizeof(cl_uint));
+    sizes.setArg(0, result);
+    cl::Event ran;
+    queue.enqueueNDRangeKernel(sizes, cl::NullRange, cl::NDRange(1), cl::NDRange(1), nullptr, &ran);
+    queue.flush();
+    const bool finished = ring_buffer::wait_until(
+        [&] { return ran.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>() <= CL_COMPLETE; }, std::chrono::seconds(10));
+    if (!finished) {
+      throw error(errc::timeout, "kernel '" + name + "': the launch that reads its declared message sizes on device '" +
+                                     dev.name() + "' did not finish within 10 s");
+    }
+    cl_uint values[3] = {0, 0, 0};
+    queue.enqueueReadBuffer(result, CL_TRUE, 0, sizeof(values), values);
+    return declaration{values[0], values[1], values[2] == kind_map};
+  });
+}
+
+// What kernel `name` declared, or nothing if it declared nothing.
+std::optional<declaration> declared(const device& dev, const cl::Program& program, const std::string& name) {
+  cl_int status = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(program(), (name + "__ringpipe_sizes").c_str(), &status);
+  if (status != CL_SUCCESS) return std::nullopt;
+  cl::Kernel sizes(k);
+  if (auto found = declaration_from_attributes(sizes)) return found;
+  return declaration_from_launch(dev, sizes, name);
+}
+
+} // namespace
+
+std::string describe_size(std::size_t bytes) {
+  return bytes == 0 ? "no ring" : std::to_string(bytes) + "-byte messages";
+}
+
+std::string ms(std::chrono::nanoseconds d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size_t in_bytes, std::size_t out_bytes,
+                           const kernel_options& options)
+    : name_(spec.name), has_state_(spec.state_bytes > 0) {
+  std::string build_options = base_build_options(dev);
+  if (!spec.build_options.empty()) build_options += " " + spec.build_options;
+  program_ = dev.programs().get(dev, resolve_includes(spec.source), build_options, spec.name);
+  const auto sizes = declared(dev, program_, spec.name);
+  if (!sizes) {
+    throw error(errc::message_size, "kernel '" + spec.name +
+                                        "' declares no message sizes: define it with RINGPIPE_MAP_KERNEL or "
+                                        "RINGPIPE_DECLARE_SIZES");
+  }
+  if (sizes->in_bytes != in_bytes || sizes->out_bytes != out_bytes) {
+    throw error(errc::message_size, "kernel '" + spec.name + "' was declared for " + describe_size(sizes->in_bytes) +
+                                        " in and " + describe_size(sizes->out_bytes) +
+                                        " out, but the host type gives " + describe_size(in_bytes) + " in and " +
+                                        describe_size(out_bytes) + " out");
+  }
+  map_ = sizes->map;
+  kernel_ =
+      cl_call(("clCreateKernel '" + spec.name + "'").c_str(), [&] { return cl::Kernel(program_, spec.name.c_str()); });
+  const auto kernel_max = kernel_.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.cl_device());
+  const auto limit =
+      static_cast<std::uint32_t>(std::min<std::size_t>({kernel_max, dev.info().max_work_group_size, max_group}));
+  // A kernel that fixes its group size (raw kernels: reqd_work_group_size(1, 1, 1)) gets it.
+  const auto required = kernel_.getWorkGroupInfo<CL_KERNEL_COMPILE_WORK_GROUP_SIZE>(dev.cl_device())[0];
+  if (required != 0 && options.local_size != 0 && options.local_size != required) {
+    throw error(errc::invalid_argument, "kernel '" + spec.name + "' requires a group of " + std::to_string(required) +
+                                            " work-items, not " + std::to_string(options.local_size));
+  }
+  local_size_ = required != 0             ? static_cast<std::uint32_t>(required)
+                : options.local_size == 0 ? std::min<std::uint32_t>(64, limit)
+                                          : options.local_size;
+  if (has_state_) {
+    cl_call("allocating kernel state", [&] {
+      state_ = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, spec.state_bytes);
+      cl::CommandQueue queue(dev.context(), dev.cl_device());
+      const std::vector<std::byte> zeros(spec.state_bytes);
+      queue.enqueueWriteBuffer(state_, CL_TRUE, 0, spec.state_bytes, zeros.data());
+      kernel_.setArg(3, state_);
+      return 0;
+    });
+  }
+  for (std::size_t i = 0; i < spec.args.size(); ++i)
+    set_arg(static_cast<unsigned>(i), spec.args[i].bytes.data(), spec.args[i].bytes.size());
+  if (local_size_ > limit) {
+    throw error(errc::invalid_argument, "kernel '" + spec.name + "': local size " + std::to_string(local_size_) +
+                                            " exceeds the limit of " + std::to_string(limit) + " on device '" +
+                                            dev.name() + "'");
+  }
+}
+
+void kernel_image::set_arg(unsigned index, const void* value, std::size_t size) {
+  const unsigned at = 3 + (has_state_ ? 1 : 0) + index;
+  if (const cl_int s = clSetKernelArg(kernel_(), at, size, value); s != CL_SUCCESS)
+    throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + name_ + "'").c_str());
+}
+
+void kernel_image::release() noexcept {
+  state_ = cl::Buffer();
+  kernel_ = cl::Kernel();
+  program_ = cl::Program();
+}
+
+} // namespace ringpipe::detail

@@ -1,0 +1,48 @@
+#pragma once
+// A ring kernel's image: its program built for one device, the kernel object, what the kernel
+// declared (message sizes and kind, read once), its group size, state memory and arguments.
+
+#include <ringpipe/device.hpp>
+#include <ringpipe/kernel.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ringpipe::detail {
+
+constexpr std::uint32_t max_group = 256; // RINGPIPE_MAX_GROUP in cl/ringpipe/stage.clh
+
+class kernel_image {
+public:
+  /// Builds (or takes from the cache) the program and checks the kernel's declared sizes against
+  /// `in_bytes` and `out_bytes` (0: no ring on that side). Throws build_error, or
+  /// errc::message_size naming the kernel.
+  kernel_image(const device& dev, const kernel_spec& spec, std::size_t in_bytes, std::size_t out_bytes,
+               const kernel_options& options);
+
+  const std::string& name() const noexcept { return name_; }
+  /// Whether the kernel consumes whole batches and emits at most one result per message.
+  bool map_kernel() const noexcept { return map_; }
+  std::uint32_t local_size() const noexcept { return local_size_; }
+  cl::Kernel& kernel() noexcept { return kernel_; }
+  /// Sets the kernel's own argument `index` (after RINGPIPE_KERNEL_PARAMS and the state).
+  void set_arg(unsigned index, const void* value, std::size_t size);
+  /// Drops every OpenCL object.
+  void release() noexcept;
+
+private:
+  std::string name_;
+  bool has_state_ = false;
+  bool map_ = false;
+  std::uint32_t local_size_ = 1;
+  cl::Program program_;
+  cl::Kernel kernel_;
+  cl::Buffer state_; // spec.state_bytes of the kernel's own memory
+};
+
+/// "no ring" or "16-byte messages".
+std::string describe_size(std::size_t bytes);
+std::string ms(std::chrono::nanoseconds d);
+
+} // namespace ringpipe::detail

@@ -1,0 +1,94 @@
+// The ring_kernel handle: a thin front over its proxy (proxy.hpp).
+
+#include "proxy.hpp"
+
+#include <cstdio>
+
+namespace ringpipe {
+
+std::string_view to_string(kernel_state s) noexcept {
+  switch (s) {
+  case kernel_state::idle: return "idle";
+  case kernel_state::launched: return "launched";
+  case kernel_state::running: return "running";
+  case kernel_state::parked: return "parked";
+  case kernel_state::stopped: return "stopped";
+  case kernel_state::faulted: return "faulted";
+  }
+  return "?";
+}
+
+ring_kernel_base::ring_kernel_base(runtime& rt, const device& dev, kernel_spec spec, std::size_t in_bytes,
+                                   std::size_t out_bytes, kernel_options options)
+    : proxy_(std::make_shared<detail::kernel_proxy>(rt, dev, std::move(spec), in_bytes, out_bytes, options)) {}
+
+ring_kernel_base::~ring_kernel_base() {
+  if (!proxy_->started()) return;
+  proxy_->request_stop(kernel_stop::now);
+  // Wait for the launch itself to return (a failure alone does not mean it has). If it does not,
+  // its memory stays alive with the proxy, which the pending step keeps: say so rather than block
+  // forever.
+  if (!proxy_->wait_exited(std::chrono::seconds(10))) {
+    std::fprintf(stderr, "ringpipe: %s did not stop; leaving it running\n", proxy_->describe().c_str());
+    return;
+  }
+  if (!proxy_->release_on_strand(std::chrono::seconds(10)))
+    std::fprintf(stderr, "ringpipe: kernel '%s': no runtime thread released its device objects within 10 s\n",
+                 proxy_->name().c_str());
+}
+
+void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::size_t size) {
+  if (proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "': set_arg after start()");
+  proxy_->set_arg(index, value, size);
+}
+
+void ring_kernel_base::start_untyped(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {
+  proxy_->start(std::move(in), std::move(out));
+}
+
+const std::string& ring_kernel_base::name() const noexcept { return proxy_->name(); }
+const device& ring_kernel_base::on_device() const noexcept { return proxy_->dev(); }
+kernel_mode ring_kernel_base::mode() const noexcept { return proxy_->mode(); }
+kernel_state ring_kernel_base::state() const noexcept { return proxy_->state(); }
+kernel_stats ring_kernel_base::stats() const noexcept { return proxy_->stats(); }
+std::exception_ptr ring_kernel_base::failure() const { return proxy_->failure(); }
+void ring_kernel_base::notify() noexcept { proxy_->wake(); }
+
+void ring_kernel_base::on_exit(std::function<void()> fn) {
+  if (proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "': on_exit after start()");
+  proxy_->on_exit(std::move(fn));
+}
+
+bool ring_kernel_base::wait_exited(std::chrono::nanoseconds timeout) noexcept {
+  return !proxy_->started() || proxy_->wait_exited(timeout);
+}
+
+void ring_kernel_base::stop_now() noexcept {
+  if (proxy_->started()) proxy_->request_stop(kernel_stop::now);
+}
+
+void ring_kernel_base::stop(std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
+  ec.clear();
+  if (!proxy_->started()) return;
+  proxy_->request_stop(kernel_stop::drain);
+  if (!proxy_->wait_finished(timeout))
+    ec = make_error_code(errc::timeout);
+  else if (failure())
+    ec = make_error_code(errc::kernel_fault);
+}
+
+void ring_kernel_base::stop(std::chrono::nanoseconds timeout) {
+  std::error_code ec;
+  stop(timeout, ec);
+  if (auto f = failure()) std::rethrow_exception(f);
+  if (ec) throw error(errc::timeout, proxy_->describe() + " did not stop within " + detail::ms(timeout));
+}
+
+void ring_kernel_base::wait(std::chrono::nanoseconds timeout) {
+  if (!proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "' was never started");
+  const bool ended = proxy_->wait_finished(timeout);
+  if (auto f = failure()) std::rethrow_exception(f);
+  if (!ended) throw error(errc::timeout, proxy_->describe() + " did not finish within " + detail::ms(timeout));
+}
+
+} // namespace ringpipe

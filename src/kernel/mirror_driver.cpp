@@ -1,0 +1,282 @@
+// The mirrored driver: for devices that cannot reach the kernel's rings (no fine-grained SVM, or
+// rings in host memory), each batch is copied into device mirrors of the rings, the kernel runs
+// over it once, and its results are copied back. A batch is one chain over three queues (upload:
+// headers and input; compute: the control block's host words, the kernel, the control block's
+// read-back; download: headers and results) that the driver polls, so a runtime thread never
+// blocks on the device and a batch that does not return is reported as stalled. Map kernels get
+// two lanes: the next batch uploads while the current one runs. Lanes complete in launch order.
+
+#include "driver.hpp"
+#include "image.hpp"
+
+#include "../core/pinned_memory.hpp"
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+namespace ringpipe::detail {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// One batch in flight: its mirrors, staging, and the host memory its commands read and write
+// (untouched until `done` completes).
+struct lane {
+  cl::Buffer in_mirror, out_mirror;
+  pinned_memory in_staging, out_staging;
+  std::uint32_t n = 0;         // messages in the batch (and result room)
+  std::uint32_t tail = 0;      // input ring counter of its first message
+  std::uint32_t out_start = 0; // mirror counter of its first result
+  bool ends_stream = false;
+  std::uint32_t stop_word = 0, state_word = 0;
+  ring_header in_header{}, out_header{};
+  control_block ctl{}; // read back after the launch
+  cl::Event done;      // the chain's last command
+};
+
+class mirror_driver final : public kernel_driver {
+public:
+  explicit mirror_driver(const driver_context& c) : c_(c) {
+    mirror_capacity_ = 1;
+    while (mirror_capacity_ < c.options.batch_capacity)
+      mirror_capacity_ <<= 1;
+    // Two lanes only for map kernels: they consume whole batches, so the next batch's window is
+    // known before the current one returns (see RP_KIND_MAP in stage.clh).
+    const std::uint32_t wanted = c.options.staging_lanes != 0            ? c.options.staging_lanes
+                                 : c.dev.info().type == device_type::cpu ? 1
+                                                                         : 2;
+    lane_count_ = c.image.map_kernel() && c.has_input && c.has_output && wanted >= 2 ? 2 : 1;
+    const std::uint32_t budget = c.mode == kernel_mode::parked ? std::max(1u, c.options.idle_budget) : 1u;
+    cl_call("clCreateBuffer (batch mirrors)", [&] {
+      const auto& ctx = c.dev.context();
+      queue_ = cl::CommandQueue(ctx, c.dev.cl_device());
+      // Copies get queues of their own only where they can overlap a running batch.
+      upload_ = lane_count_ > 1 ? cl::CommandQueue(ctx, c.dev.cl_device()) : queue_;
+      download_ = lane_count_ > 1 ? cl::CommandQueue(ctx, c.dev.cl_device()) : queue_;
+      ctl_ = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(control_block));
+      control_block initial{};
+      initial.idle_budget = budget;
+      queue_.enqueueWriteBuffer(ctl_, CL_TRUE, 0, sizeof(control_block), &initial);
+      c.image.kernel().setArg(0, ctl_);
+      const std::size_t in_bytes = std::size_t{mirror_capacity_} * c.in.slot_size();
+      const std::size_t out_bytes = std::size_t{mirror_capacity_} * c.out.slot_size();
+      for (unsigned i = 0; i < lane_count_; ++i) {
+        auto& l = lanes_[i];
+        l.in_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(ring_header) + in_bytes);
+        l.out_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(ring_header) + out_bytes);
+        l.in_staging = pinned_memory(ctx, queue_, in_bytes);
+        l.out_staging = pinned_memory(ctx, queue_, out_bytes);
+      }
+      return 0;
+    });
+    heartbeat_stamp_ = clock::now();
+  }
+  ~mirror_driver() override { release(); }
+
+  bool step() override {
+    bool progress = false;
+    if (in_flight_lanes_ > 0) {
+      lane& oldest = lanes_[front_];
+      const auto status = oldest.done.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
+      if (status < 0) throw_opencl_error(status, "batched launch");
+      if (status != CL_COMPLETE) {
+        if (watch_batch(oldest)) return false;
+        return in_flight_lanes_ < lane_count_ && launch_batch();
+      }
+      front_ = (front_ + 1) % lane_count_;
+      --in_flight_lanes_;
+      heartbeat_stamp_ = clock::now();
+      progress = complete_batch(oldest);
+      if (c_.life.leaving()) return false;
+    }
+    while (in_flight_lanes_ < lane_count_ && launch_batch())
+      progress = true;
+    return progress;
+  }
+
+  // The control block is a device buffer: a stop reaches the kernel with its next batch.
+  void stop_requested(kernel_stop) noexcept override {}
+  bool in_flight() const noexcept override { return in_flight_lanes_ > 0; }
+  bool launch_returned() override {
+    const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
+    if (status == CL_COMPLETE || status < 0) in_flight_lanes_ = 0;
+    return in_flight_lanes_ == 0;
+  }
+  void release() noexcept override {
+    if (queue_()) {
+      // A lane's commands may still read or write its staging memory until they complete.
+      for (auto* q : {&upload_, &queue_, &download_})
+        clFinish((*q)());
+      for (auto& l : lanes_) {
+        l.in_staging.unmap(queue_);
+        l.out_staging.unmap(queue_);
+      }
+      clFinish(queue_());
+    }
+    lanes_ = {};
+    running_ = cl::Event();
+    ctl_ = cl::Buffer();
+    upload_ = download_ = queue_ = cl::CommandQueue();
+  }
+
+private:
+  bool launch_batch();
+  bool complete_batch(lane& l);
+  bool watch_batch(const lane& l);
+  void enqueue_chain(lane& l);
+
+  driver_context c_;
+  cl::CommandQueue queue_, upload_, download_; // compute; batches in; results out
+  cl::Buffer ctl_;                             // the control block, in device memory
+  std::uint32_t mirror_capacity_ = 0;
+  std::array<lane, 2> lanes_;
+  unsigned lane_count_ = 1; // 2: double-buffered
+  unsigned front_ = 0;      // the oldest lane in flight
+  unsigned in_flight_lanes_ = 0;
+  cl::Event running_; // the last lane's chain completes last
+  std::uint64_t mirrored_in_ = 0, mirrored_out_ = 0;
+  clock::time_point heartbeat_stamp_;
+};
+
+// Launches a batch into the next free lane, behind the lanes in flight; false if there is nothing
+// to launch (or the kernel finished).
+bool mirror_driver::launch_batch() {
+  auto& in = c_.in;
+  auto& out = c_.out;
+  const auto stop = c_.life.stop_requested();
+  std::uint32_t ahead = 0; // messages (and result room) claimed by the lane in flight
+  if (in_flight_lanes_ > 0) {
+    // Behind a batch only when that batch will consume everything it holds and go on.
+    const lane& last = lanes_[(front_ + in_flight_lanes_ - 1) % lane_count_];
+    if (stop != kernel_stop::run || last.ends_stream || last.stop_word != 0) return false;
+    ahead = last.n;
+  } else if (stop == kernel_stop::now) {
+    return c_.life.finish(kernel_state::stopped);
+  }
+  const bool end = in_flight_lanes_ == 0 && c_.has_input && in.drained();
+  const std::uint32_t queued = c_.has_input ? in.size() - ahead : 0;
+  // A second lane for a full half mirror or the stream's last messages only: a trickle waits for
+  // the running batch, which keeps batches large (each launch has a fixed cost).
+  if (in_flight_lanes_ > 0 && queued < mirror_capacity_ / 2 && !in.closed()) return false;
+  std::uint32_t n = c_.has_input ? std::min(queued, mirror_capacity_) : mirror_capacity_;
+  if (c_.has_output) n = std::min(n, out.space() - ahead);
+  if (n == 0 && !end) {
+    if (in_flight_lanes_ == 0 && stop == kernel_stop::drain && queued == 0)
+      return c_.life.finish(kernel_state::stopped);
+    return false;
+  }
+  if (!c_.life.acquire_worker()) return false;
+  lane& l = lanes_[(front_ + in_flight_lanes_) % lane_count_];
+  l.n = n;
+  l.tail = in.load_tail(std::memory_order_relaxed) + ahead;
+  l.ends_stream = end || (c_.has_input && in.closed() && n == queued);
+
+  l.in_header = {};
+  l.in_header.head = c_.has_input ? n : 0;
+  l.in_header.capacity = mirror_capacity_;
+  l.in_header.slot_size = in.slot_size();
+  l.in_header.mask = mirror_capacity_ - 1;
+  l.in_header.flags = (l.ends_stream || !c_.has_input) ? ring_closed : 0;
+  l.out_header = {};
+  l.out_header.capacity = c_.has_output ? mirror_capacity_ : 1;
+  l.out_header.slot_size = out.slot_size();
+  l.out_header.mask = l.out_header.capacity - 1;
+  // Room for exactly the n results the host ring can take: the mirror looks full but for its last
+  // n slots, so the results land there contiguously.
+  const std::uint32_t room = c_.has_output ? n : l.out_header.capacity;
+  l.out_header.head = l.out_header.capacity - room;
+  l.out_start = l.out_header.head;
+  // The mirror holds only this batch: a drain request applies once the batch is all that is left.
+  const bool batch_is_everything = !c_.has_input || n == queued;
+  l.stop_word =
+      static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
+  l.state_word = static_cast<std::uint32_t>(kernel_state::launched);
+  if (c_.has_input && n > 0) in.copy_out(l.tail, n, l.in_staging.data());
+
+  cl_call("batched launch", [&] {
+    enqueue_chain(l);
+    return 0;
+  });
+  if (in_flight_lanes_ == 0)
+    heartbeat_stamp_ = clock::now();
+  else
+    c_.counters.overlapped.fetch_add(1, std::memory_order_relaxed);
+  ++in_flight_lanes_;
+  running_ = l.done;
+  c_.counters.launches.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void mirror_driver::enqueue_chain(lane& l) {
+  const std::size_t in_size = c_.in.slot_size();
+  const std::size_t out_size = c_.out.slot_size();
+  const std::uint32_t local = c_.image.local_size();
+  std::vector<cl::Event> uploaded(1), computed(1);
+  upload_.enqueueWriteBuffer(l.in_mirror, CL_FALSE, 0, sizeof(ring_header), &l.in_header);
+  if (c_.has_input && l.n > 0)
+    upload_.enqueueWriteBuffer(l.in_mirror, CL_FALSE, sizeof(ring_header), l.n * in_size, l.in_staging.data());
+  upload_.enqueueWriteBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &l.out_header, nullptr, &uploaded[0]);
+  // Only the host's words of the control block: the counters are the kernel's, and a lane queued
+  // behind another must not overwrite what the earlier launch writes.
+  queue_.enqueueWriteBuffer(ctl_, CL_FALSE, offsetof(control_block, stop), sizeof(l.stop_word), &l.stop_word);
+  queue_.enqueueWriteBuffer(ctl_, CL_FALSE, offsetof(control_block, state), sizeof(l.state_word), &l.state_word);
+  auto& kernel = c_.image.kernel();
+  kernel.setArg(1, l.in_mirror);
+  kernel.setArg(2, l.out_mirror);
+  queue_.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local), cl::NDRange(local), &uploaded);
+  queue_.enqueueReadBuffer(ctl_, CL_FALSE, 0, sizeof(control_block), &l.ctl, nullptr, &computed[0]);
+  download_.enqueueReadBuffer(l.in_mirror, CL_FALSE, 0, sizeof(ring_header), &l.in_header, &computed);
+  if (c_.has_output && l.n > 0)
+    download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, sizeof(ring_header) + l.out_start * out_size, l.n * out_size,
+                                l.out_staging.data());
+  download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &l.out_header, nullptr, &l.done);
+  upload_.flush();
+  queue_.flush();
+  download_.flush();
+}
+
+// A lane's chain has completed: hand its results on and return its input slots.
+bool mirror_driver::complete_batch(lane& l) {
+  const std::uint32_t produced = l.out_header.head - l.out_start;
+  if (produced > l.n) throw error(errc::kernel_fault, "produced more results than the batch had room for");
+  if (c_.has_output && produced > 0) {
+    const auto pushed = c_.out.push_n_bytes(l.out_staging.data(), produced);
+    if (pushed != produced) throw error(errc::kernel_fault, "output ring lost room during a batch");
+  }
+  const std::uint32_t consumed = l.in_header.tail;
+  if (c_.has_input && consumed > 0) c_.in.publish_tail(l.tail + consumed);
+  mirrored_in_ += consumed;
+  mirrored_out_ += produced;
+  c_.counters.msgs_in.store(mirrored_in_, std::memory_order_relaxed);
+  c_.counters.msgs_out.store(mirrored_out_, std::memory_order_relaxed);
+  if (l.out_header.flags & ring_closed && c_.has_output) c_.out.close();
+  const auto exit_state = static_cast<kernel_state>(l.ctl.state);
+  if (in_flight_lanes_ > 0 && consumed < l.n && exit_state != kernel_state::faulted) {
+    // The next lane's window started after this batch: its results would come out of order.
+    throw error(errc::kernel_fault, "consumed " + std::to_string(consumed) + " of its batch of " + std::to_string(l.n) +
+                                        " while the next batch was queued (a map kernel consumes every message)");
+  }
+  if (in_flight_lanes_ == 0) c_.life.release_worker();
+  return c_.life.after_exit(exit_state, l.ctl.error) || consumed > 0;
+}
+
+// The oldest lane has not returned within the stall timeout: true if that is reported. The kernel
+// cannot be told to stop (its control block is a device buffer), so it is reaped when it returns.
+bool mirror_driver::watch_batch(const lane& l) {
+  const auto waited = clock::now() - heartbeat_stamp_;
+  if (waited < c_.options.stall_timeout) return false;
+  c_.life.fail(std::make_exception_ptr(
+      error(errc::stalled, "kernel '" + c_.image.name() + "' on device '" + c_.dev.name() + "' stalled: its batch of " +
+                               std::to_string(l.n) + " messages from ring '" + c_.in.name() +
+                               "' has not returned after " + ms(waited))));
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<kernel_driver> make_mirror_driver(const driver_context& c) {
+  return std::make_unique<mirror_driver>(c);
+}
+
+} // namespace ringpipe::detail

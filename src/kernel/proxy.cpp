@@ -1,0 +1,227 @@
+#include "proxy.hpp"
+
+#include <boost/asio/dispatch.hpp>
+
+#include <future>
+
+namespace ringpipe::detail {
+
+kernel_proxy::kernel_proxy(runtime& rt, const device& d, kernel_spec s, std::size_t in_b, std::size_t out_b,
+                           kernel_options o)
+    : dev_(d), spec_(std::move(s)), options_(o), in_bytes_(in_b), out_bytes_(out_b),
+      executor_(std::make_shared<strand_executor>(rt.io())) {
+  image_.emplace(dev_, spec_, in_bytes_, out_bytes_, options_);
+  poller_.emplace(executor_, kernel_proxy_timing, [this] { return step(); });
+}
+
+void kernel_proxy::check_ring(const std::shared_ptr<ring_buffer>& r, std::size_t bytes, const char* side) const {
+  if (!r && bytes != 0) {
+    throw error(errc::invalid_argument, "kernel '" + spec_.name + "' needs an " + side + " ring of " +
+                                            std::to_string(bytes) + "-byte messages");
+  }
+  if (r && r->slot_size() != bytes) {
+    throw error(errc::message_size, "kernel '" + spec_.name + "' " + side + " ring '" + r->name() + "' has " +
+                                        std::to_string(r->slot_size()) +
+                                        "-byte slots but the kernel was declared for " + describe_size(bytes));
+  }
+}
+
+// A ring for a side the kernel does not have, in the kind of memory its driver uses.
+std::shared_ptr<ring_buffer> kernel_proxy::absent_ring(bool shared, const char* suffix) const {
+  const ring_options named{spec_.name + suffix};
+  return shared ? std::make_shared<ring_buffer>(dev_, 1, 4, named) : std::make_shared<ring_buffer>(1, 4, named);
+}
+
+void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<ring_buffer> output) {
+  if (started_) throw error(errc::invalid_argument, "kernel '" + spec_.name + "' was already started");
+  check_ring(input, in_bytes_, "input");
+  check_ring(output, out_bytes_, "output");
+  has_input_ = input != nullptr;
+  has_output_ = output != nullptr;
+  const auto& info = dev_.info();
+  mode_facts facts;
+  facts.device_shares_memory = info.svm.fine_buffer && info.svm.atomics;
+  facts.rings_in_device_svm = true;
+  for (const auto& r : {input, output})
+    if (r && (r->memory() != ring_memory::svm || r->svm_context() != dev_.context()()))
+      facts.rings_in_device_svm = false;
+  facts.supports_persistent = info.supports(kernel_mode::persistent);
+  facts.supports_parked = info.supports(kernel_mode::parked);
+  facts.persistent_available = !options_.mode && dev_.budget().persistent_available();
+  facts.forced = options_.mode;
+  const auto choice = choose_mode(facts);
+  mode_ = choice.mode;
+  if (choice.refusal == mode_refusal::device_cannot) {
+    throw error(errc::unsupported_mode,
+                "kernel '" + spec_.name + "' cannot run " + std::string(to_string(mode_)) + " on device '" +
+                    dev_.name() +
+                    "': that needs fine-grained buffer SVM with SVM atomics and acquire/release "
+                    "atomics (device has fine_buffer=" +
+                    (info.svm.fine_buffer ? "yes" : "no") + ", svm atomics=" + (info.svm.atomics ? "yes" : "no") +
+                    ", c11 atomics=" + (info.c11_atomics ? "yes" : "no") + "); batched mode runs everywhere");
+  }
+  if (choice.refusal == mode_refusal::rings_not_shared) {
+    throw error(errc::unsupported_mode, "kernel '" + spec_.name + "' cannot run " + std::string(to_string(mode_)) +
+                                            ": its rings are not in this device's SVM (create them with the device)");
+  }
+  const bool shared = choice.transport == kernel_transport::shared_memory;
+  if (!input) {
+    input = absent_ring(shared, ".no-input");
+    input->close();
+  }
+  if (!output) output = absent_ring(shared, ".no-output");
+  in_ = std::move(input);
+  out_ = std::move(output);
+  driver_ = make_driver(choice.transport,
+                        {dev_, *image_, options_, mode_, *in_, *out_, has_input_, has_output_, counters_, *this});
+  // A kernel that could never get a worker is refused here, in the caller's thread.
+  if (dev_.info().persistent_budget > 0) first_slot_ = dev_.budget().try_acquire(mode_, spec_.name);
+  started_ = true;
+  poller_->set_ceiling(driver_->idle_ceiling());
+  poller_->start(weak_from_this());
+}
+
+poll_result kernel_proxy::step() {
+  if (finished_.load(std::memory_order_acquire)) return poll_result::done;
+  if (reaping_) {
+    // After a failure: the launch must return before its worker and memory are given back.
+    if (!driver_->launch_returned()) return poll_result::idle;
+    finish(kernel_state::faulted);
+    return poll_result::done;
+  }
+  bool progress = false;
+  try {
+    progress = driver_->step();
+  } catch (const std::exception& e) {
+    fail(std::make_exception_ptr(
+        error(errc::kernel_fault, "kernel '" + spec_.name + "' on device '" + dev_.name() + "' failed: " + e.what())));
+  }
+  if (finished_.load(std::memory_order_acquire)) return poll_result::done;
+  return progress ? poll_result::progress : poll_result::idle;
+}
+
+bool kernel_proxy::acquire_worker() {
+  if (dev_.info().persistent_budget == 0 || slot_) return true;
+  slot_ = first_slot_ ? std::move(first_slot_) : dev_.budget().try_acquire(mode_, spec_.name);
+  return static_cast<bool>(slot_);
+}
+
+bool kernel_proxy::after_exit(kernel_state state, std::uint32_t code) {
+  switch (state) {
+  case kernel_state::faulted:
+    fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec_.name + "' on device '" + dev_.name() +
+                                                               "' reported error code " + std::to_string(code))));
+    return false;
+  case kernel_state::stopped:
+    if (stop_requested() == kernel_stop::run && !stream_ended()) {
+      // Nobody asked it to stop and it did not end its stream: whatever waits on it would hang.
+      fail(std::make_exception_ptr(
+          error(errc::kernel_fault, "kernel '" + spec_.name + "' on device '" + dev_.name() +
+                                        "' stopped on its own before its stream ended (" +
+                                        (has_output_ ? "output ring '" + out_->name() + "' not closed"
+                                                     : "input ring '" + in_->name() + "' not drained") +
+                                        ")")));
+      return false;
+    }
+    return finish(kernel_state::stopped);
+  case kernel_state::parked: counters_.state.store(kernel_state::parked); return true;
+  default:
+    fail(std::make_exception_ptr(
+        error(errc::kernel_fault, "kernel '" + spec_.name + "' returned in state " + std::string(to_string(state)))));
+    return false;
+  }
+}
+
+// The kernel ended its stream: closed its output, or (a sink) consumed its input to the end.
+bool kernel_proxy::stream_ended() { return has_output_ ? out_->closed() : !has_input_ || in_->drained(); }
+
+bool kernel_proxy::finish(kernel_state state) {
+  slot_.release();
+  first_slot_.release();
+  counters_.state.store(state);
+  if (on_exit_) on_exit_();
+  {
+    std::lock_guard lock(mutex_);
+    finished_.store(true, std::memory_order_release);
+  }
+  done_.notify_all();
+  return false;
+}
+
+void kernel_proxy::fail(std::exception_ptr e) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!failure_) failure_ = std::move(e);
+  }
+  if (!driver_ || !driver_->in_flight()) {
+    finish(kernel_state::faulted);
+    return;
+  }
+  // A failed kernel that still runs is left to return on its own: its memory stays alive in the
+  // proxy, which the poller keeps while it waits (step() reaps it).
+  reaping_ = true;
+  counters_.state.store(kernel_state::faulted);
+  if (on_exit_) on_exit_();
+  std::lock_guard lock(mutex_);
+  done_.notify_all();
+}
+
+void kernel_proxy::request_stop(kernel_stop s) {
+  auto current = stop_request_.load();
+  while (static_cast<std::uint32_t>(s) > static_cast<std::uint32_t>(current) &&
+         !stop_request_.compare_exchange_weak(current, s)) {
+  }
+  if (driver_) driver_->stop_requested(stop_request_.load());
+  wake();
+}
+
+bool kernel_proxy::wait_finished(std::chrono::nanoseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return done_.wait_for(lock, timeout, [&] { return finished_.load() || failure_ != nullptr; });
+}
+
+bool kernel_proxy::wait_exited(std::chrono::nanoseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return done_.wait_for(lock, timeout, [&] { return finished_.load(); });
+}
+
+void kernel_proxy::release_device_objects() noexcept {
+  if (driver_) driver_->release();
+  if (image_) image_->release();
+  in_.reset(); // rings the kernel was the last to hold (SVM or device memory)
+  out_.reset();
+  has_input_ = has_output_ = false;
+}
+
+bool kernel_proxy::release_on_strand(std::chrono::nanoseconds timeout) {
+  // After the step that saw the kernel exit has returned.
+  auto released = std::make_shared<std::promise<void>>();
+  auto done = released->get_future();
+  boost::asio::dispatch(executor_->strand(), [self = shared_from_this(), released] {
+    self->release_device_objects();
+    released->set_value();
+  });
+  return done.wait_for(timeout) == std::future_status::ready;
+}
+
+kernel_stats kernel_proxy::stats() const noexcept {
+  kernel_stats s;
+  s.msgs_in = counters_.msgs_in.load(std::memory_order_relaxed);
+  s.msgs_out = counters_.msgs_out.load(std::memory_order_relaxed);
+  s.launches = counters_.launches.load(std::memory_order_relaxed);
+  s.overlapped_launches = counters_.overlapped.load(std::memory_order_relaxed);
+  if (driver_) s.heartbeat = driver_->heartbeat();
+  return s;
+}
+
+std::string kernel_proxy::describe() const {
+  std::string s = "kernel '" + spec_.name + "' on device '" + dev_.name() + "' (" + std::string(to_string(mode_)) +
+                  ", state " + std::string(to_string(state())) + ")";
+  if (has_input_ && in_) s += ", " + std::to_string(in_->size()) + " messages queued in ring '" + in_->name() + "'";
+  if (has_output_ && out_)
+    s += ", output ring '" + out_->name() + "' fill " + std::to_string(out_->size()) + "/" +
+         std::to_string(out_->capacity());
+  return s;
+}
+
+} // namespace ringpipe::detail

@@ -1,0 +1,100 @@
+#pragma once
+// The proxy of one ring kernel: its lifecycle on the runtime (start, stop, drain, stall, failure,
+// reaping a failed launch), one poller, and one driver that knows the transport. Everything but
+// the request functions runs on the proxy's strand.
+
+#include "../actor/poller.hpp"
+#include "../actor/strand_executor.hpp"
+#include "driver.hpp"
+#include "image.hpp"
+
+#include <ringpipe/occupancy.hpp>
+#include <ringpipe/runtime.hpp>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+namespace ringpipe::detail {
+
+class kernel_proxy final : public kernel_lifecycle, public std::enable_shared_from_this<kernel_proxy> {
+public:
+  kernel_proxy(runtime& rt, const device& dev, kernel_spec spec, std::size_t in_bytes, std::size_t out_bytes,
+               kernel_options options);
+  ~kernel_proxy() { release_device_objects(); }
+
+  // ---- caller's thread ----
+  void set_arg(unsigned index, const void* value, std::size_t size) { image_->set_arg(index, value, size); }
+  void on_exit(std::function<void()> fn) { on_exit_ = std::move(fn); }
+  void start(std::shared_ptr<ring_buffer> input, std::shared_ptr<ring_buffer> output);
+  /// Any thread: raises the stop request (run < drain < now) and wakes the proxy.
+  void request_stop(kernel_stop s);
+  void wake() {
+    if (started_) poller_->wake();
+  }
+  /// Waits until finished (or failed); true when it ended within the timeout.
+  bool wait_finished(std::chrono::nanoseconds timeout);
+  /// Waits until the kernel's last launch has returned and the proxy finished.
+  bool wait_exited(std::chrono::nanoseconds timeout);
+  /// Releases every OpenCL object; on the strand once the kernel has exited (see ~ring_kernel_base).
+  void release_device_objects() noexcept;
+  /// Releases them on the strand and waits; false if no runtime thread did so in time.
+  bool release_on_strand(std::chrono::nanoseconds timeout);
+
+  std::string describe() const;
+  const std::string& name() const noexcept { return spec_.name; }
+  const device& dev() const noexcept { return dev_; }
+  bool started() const noexcept { return started_; }
+  kernel_mode mode() const noexcept { return mode_; }
+  kernel_stats stats() const noexcept;
+  kernel_state state() const noexcept { return counters_.state.load(); }
+  std::exception_ptr failure() const {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
+
+  // ---- kernel_lifecycle (strand) ----
+  kernel_stop stop_requested() const noexcept override { return stop_request_.load(std::memory_order_acquire); }
+  bool acquire_worker() override;
+  void release_worker() noexcept override { slot_.release(); }
+  bool finish(kernel_state state) override;
+  void fail(std::exception_ptr e) override;
+  bool after_exit(kernel_state state, std::uint32_t code) override;
+  bool leaving() const noexcept override { return finished_.load(std::memory_order_acquire) || reaping_; }
+
+private:
+  poll_result step();
+  void check_ring(const std::shared_ptr<ring_buffer>& r, std::size_t bytes, const char* side) const;
+  std::shared_ptr<ring_buffer> absent_ring(bool shared, const char* suffix) const;
+  bool stream_ended();
+
+  device dev_;
+  kernel_spec spec_;
+  kernel_options options_;
+  std::size_t in_bytes_, out_bytes_;
+  std::optional<kernel_image> image_;
+  std::shared_ptr<strand_executor> executor_;
+  std::optional<poller> poller_;
+  std::unique_ptr<kernel_driver> driver_;
+  std::shared_ptr<ring_buffer> in_, out_;
+  bool has_input_ = false, has_output_ = false;
+  bool started_ = false;
+  kernel_mode mode_ = kernel_mode::batched;
+
+  // strand only
+  occupancy::slot first_slot_; // taken in start(): a kernel that could never run is refused there
+  occupancy::slot slot_;
+  bool reaping_ = false; // failed while a launch runs: waiting for it to return
+
+  // shared with other threads
+  kernel_counters counters_;
+  std::atomic<kernel_stop> stop_request_{kernel_stop::run};
+  std::atomic<bool> finished_{false};
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  std::exception_ptr failure_;
+  std::function<void()> on_exit_;
+};
+
+} // namespace ringpipe::detail

@@ -1,0 +1,182 @@
+// The shared-memory driver: the kernel's rings and control block live in fine-grained SVM, so the
+// kernel polls its rings itself and the host only launches it, watches its heartbeat and reads
+// its counters. Persistent kernels are launched once; parked ones leave after an idle budget and
+// are relaunched on work; batched ones leave when their input runs dry.
+
+#include "driver.hpp"
+#include "image.hpp"
+
+#include <ringpipe/occupancy.hpp>
+
+#include <cstring>
+
+namespace ringpipe::detail {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Empty polls before a parked kernel leaves while other kernels wait for its worker.
+constexpr std::uint32_t contended_idle_budget = 64;
+
+std::uint32_t load_ctl(const std::uint32_t& field) {
+  return std::atomic_ref(const_cast<std::uint32_t&>(field)).load(std::memory_order_acquire);
+}
+void store_ctl(std::uint32_t& field, std::uint32_t v) { std::atomic_ref(field).store(v, std::memory_order_release); }
+
+class svm_driver final : public kernel_driver {
+public:
+  explicit svm_driver(const driver_context& c) : c_(c) {
+    queue_ = cl_call("clCreateCommandQueue", [&] { return cl::CommandQueue(c.dev.context(), c.dev.cl_device()); });
+    ctl_ = static_cast<control_block*>(clSVMAlloc(c.dev.context()(),
+                                                  CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS,
+                                                  sizeof(control_block), 64));
+    if (ctl_ == nullptr)
+      throw error(std::make_error_code(std::errc::not_enough_memory),
+                  "kernel '" + c.image.name() +
+                      "': clSVMAlloc of its control block failed on "
+                      "device '" +
+                      c.dev.name() + "'");
+    std::memset(static_cast<void*>(ctl_), 0, sizeof(control_block));
+    idle_budget_now_ = c.mode == kernel_mode::persistent ? 0
+                       : c.mode == kernel_mode::parked   ? std::max(1u, c.options.idle_budget)
+                                                         : 1u;
+    ctl_->idle_budget = idle_budget_now_;
+    cl_call("clSetKernelArgSVMPointer", [&] {
+      void* args[3] = {ctl_, c.in.header(), c.out.header()};
+      for (cl_uint i = 0; i < 3; ++i)
+        if (const cl_int s = clSetKernelArgSVMPointer(c.image.kernel()(), i, args[i]); s != CL_SUCCESS)
+          throw cl::Error(s);
+      return 0;
+    });
+    heartbeat_stamp_ = clock::now();
+  }
+  ~svm_driver() override { release(); }
+
+  bool step() override {
+    if (in_flight_) {
+      observe_counters();
+      const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
+      if (status < 0) throw_opencl_error(status, "kernel execution");
+      if (status != CL_COMPLETE) {
+        watch_heartbeat();
+        yield_when_contended();
+        return false;
+      }
+      in_flight_ = false;
+      c_.life.release_worker();
+      observe_counters();
+      return c_.life.after_exit(static_cast<kernel_state>(load_ctl(ctl_->state)), load_ctl(ctl_->error));
+    }
+    const auto stop = c_.life.stop_requested();
+    if (stop == kernel_stop::now) return c_.life.finish(kernel_state::stopped);
+    const bool input_ready = !c_.has_input || c_.in.size() > 0;
+    const bool output_room = !c_.has_output || c_.out.space() > 0;
+    const bool end_pending = c_.has_input && c_.in.drained();
+    if (c_.mode != kernel_mode::persistent && !(input_ready && output_room) && !end_pending) {
+      if (stop == kernel_stop::drain && (!c_.has_input || c_.in.size() == 0))
+        return c_.life.finish(kernel_state::stopped);
+      return false;
+    }
+    return launch(stop);
+  }
+
+  void stop_requested(kernel_stop stop) noexcept override {
+    if (ctl_ != nullptr) store_ctl(ctl_->stop, static_cast<std::uint32_t>(stop));
+  }
+  bool in_flight() const noexcept override { return in_flight_; }
+  bool launch_returned() override {
+    const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
+    if (status == CL_COMPLETE || status < 0) in_flight_ = false;
+    return !in_flight_;
+  }
+  std::uint32_t heartbeat() const noexcept override { return ctl_ != nullptr ? load_ctl(ctl_->heartbeat) : 0; }
+  std::chrono::microseconds idle_ceiling() const noexcept override {
+    // A resident kernel needs the host only to watch it: a slow watch costs nothing.
+    return std::chrono::microseconds(c_.mode == kernel_mode::persistent ? 20000 : 1000);
+  }
+  void release() noexcept override {
+    if (queue_()) clFinish(queue_());
+    if (ctl_ != nullptr) clSVMFree(c_.dev.context()(), ctl_);
+    ctl_ = nullptr;
+    running_ = cl::Event();
+    queue_ = cl::CommandQueue();
+  }
+
+private:
+  bool launch(kernel_stop stop) {
+    if (!c_.life.acquire_worker()) return false;
+    store_ctl(ctl_->state, static_cast<std::uint32_t>(kernel_state::launched));
+    store_ctl(ctl_->stop, static_cast<std::uint32_t>(stop));
+    const auto local = c_.image.local_size();
+    cl_call("clEnqueueNDRangeKernel", [&] {
+      queue_.enqueueNDRangeKernel(c_.image.kernel(), cl::NullRange, cl::NDRange(local), cl::NDRange(local), nullptr,
+                                  &running_);
+      queue_.flush();
+      return 0;
+    });
+    in_flight_ = true;
+    c_.counters.launches.fetch_add(1, std::memory_order_relaxed);
+    heartbeat_stamp_ = clock::now();
+    return true;
+  }
+
+  // Widens the kernel's 32-bit wrapping counters into 64-bit totals.
+  void observe_counters() {
+    const auto in_now = load_ctl(ctl_->msgs_in);
+    const auto out_now = load_ctl(ctl_->msgs_out);
+    c_.counters.msgs_in.fetch_add(in_now - last_in_, std::memory_order_relaxed);
+    c_.counters.msgs_out.fetch_add(out_now - last_out_, std::memory_order_relaxed);
+    last_in_ = in_now;
+    last_out_ = out_now;
+    c_.counters.state.store(static_cast<kernel_state>(load_ctl(ctl_->state)), std::memory_order_relaxed);
+  }
+
+  // A parked kernel holding a worker others wait for leaves after a short idle spell.
+  void yield_when_contended() {
+    if (c_.mode != kernel_mode::parked) return;
+    const std::uint32_t budget =
+        c_.dev.budget().contended() ? contended_idle_budget : std::max(1u, c_.options.idle_budget);
+    if (budget != idle_budget_now_) {
+      store_ctl(ctl_->idle_budget, budget);
+      idle_budget_now_ = budget;
+    }
+  }
+
+  void watch_heartbeat() {
+    const auto beat = load_ctl(ctl_->heartbeat);
+    const auto now = clock::now();
+    if (beat != last_heartbeat_) {
+      last_heartbeat_ = beat;
+      heartbeat_stamp_ = now;
+      return;
+    }
+    if (now - heartbeat_stamp_ < c_.options.stall_timeout) return;
+    const auto state = static_cast<kernel_state>(load_ctl(ctl_->state));
+    const auto queued = c_.has_input ? c_.in.size() : 0u;
+    std::string why =
+        state == kernel_state::launched
+            ? "was launched " + ms(now - heartbeat_stamp_) + " ago and has not started: every worker of pool '" +
+                  c_.dev.budget().pool() + "' is busy"
+            : "stalled: its heartbeat stayed at " + std::to_string(beat) + " for " + ms(now - heartbeat_stamp_) +
+                  " while " + std::to_string(queued) + " messages waited in ring '" + c_.in.name() + "'";
+    store_ctl(ctl_->stop, static_cast<std::uint32_t>(kernel_stop::now));
+    c_.life.fail(std::make_exception_ptr(
+        error(errc::stalled, "kernel '" + c_.image.name() + "' on device '" + c_.dev.name() + "' " + why)));
+  }
+
+  driver_context c_;
+  cl::CommandQueue queue_;
+  control_block* ctl_ = nullptr;
+  cl::Event running_;
+  bool in_flight_ = false;
+  std::uint32_t idle_budget_now_ = 0;
+  std::uint32_t last_heartbeat_ = 0;
+  clock::time_point heartbeat_stamp_;
+  std::uint32_t last_in_ = 0, last_out_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<kernel_driver> make_svm_driver(const driver_context& c) { return std::make_unique<svm_driver>(c); }
+
+} // namespace ringpipe::detail

@@ -1,0 +1,133 @@
+// The pipeline handle: declaration calls build the graph; start() plans it and hands it to a
+// runner.
+
+#include "planner.hpp"
+#include "runner.hpp"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ringpipe {
+
+namespace detail {
+
+std::string demangle(const char* name) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = status == 0 && readable != nullptr ? readable : name;
+  std::free(readable);
+  // "ringpipe::test_message<16ul>" reads better without the namespace and the suffix.
+  for (const char* prefix : {"ringpipe::"})
+    for (auto pos = s.find(prefix); pos != std::string::npos; pos = s.find(prefix))
+      s.erase(pos, std::strlen(prefix));
+  for (auto pos = s.find("ul>"); pos != std::string::npos; pos = s.find("ul>"))
+    s.erase(pos, 2);
+  return s;
+}
+
+struct pipeline_impl {
+  pipeline_impl(runtime& r, pipeline_options o) : rt(r), options(std::move(o)) { g.name = options.name; }
+  runtime& rt;
+  pipeline_options options;
+  graph g;
+  std::unique_ptr<runner> run; // after start()
+};
+
+} // namespace detail
+
+pipeline::pipeline(runtime& rt, pipeline_options options)
+    : impl_(std::make_unique<detail::pipeline_impl>(rt, std::move(options))) {}
+
+pipeline::~pipeline() = default;
+
+runtime& pipeline::rt() noexcept { return impl_->rt; }
+
+std::size_t pipeline::add_stage(std::string name, stage_kind kind, message_type in, message_type out) {
+  if (impl_->run) throw error(errc::invalid_pipeline, "stage '" + name + "' added after start()");
+  return impl_->g.add_stage(std::move(name), kind, std::move(in), std::move(out));
+}
+
+detail::stage_decl& pipeline::def(std::size_t id) { return impl_->g.stages.at(id); }
+void pipeline::set_generate(std::size_t id, byte_generate fn) { def(id).generate = std::move(fn); }
+void pipeline::set_transform(std::size_t id, byte_transform fn) { def(id).transform = std::move(fn); }
+void pipeline::set_consume(std::size_t id, byte_consume fn) { def(id).consume = std::move(fn); }
+void pipeline::set_kernel(std::size_t id, kernel_spec spec, placement where, kernel_options options) {
+  auto& s = def(id);
+  s.spec = std::move(spec);
+  s.where = where;
+  s.kernel_opts = options;
+}
+
+void pipeline::connect_ids(std::size_t from, std::size_t to, link_options options) {
+  if (impl_->run) throw error(errc::invalid_pipeline, "connect() after start()");
+  impl_->g.connect(from, to, options);
+}
+
+void pipeline::connect(const std::string& from, const std::string& to, link_options options) {
+  auto& g = impl_->g;
+  auto stage_of = [&](const std::string& port, const char* suffix) {
+    const auto dot = port.find('.');
+    if (dot != std::string::npos && port.substr(dot) != suffix)
+      throw error(errc::invalid_pipeline, "'" + port + "' is not a port: write '" + port.substr(0, dot) + suffix + "'");
+    return g.find(port.substr(0, dot));
+  };
+  const auto a = stage_of(from, ".out");
+  const auto b = stage_of(to, ".in");
+  auto& sa = def(a);
+  auto& sb = def(b);
+  if (sa.out.none()) throw error(errc::invalid_pipeline, "stage '" + sa.name + "' has no output port");
+  if (sb.in.none()) throw error(errc::invalid_pipeline, "stage '" + sb.name + "' has no input port");
+  if (sa.out.type != sb.in.type || sa.out.size != sb.in.size) {
+    throw error(errc::message_size, "cannot connect '" + sa.out_port() + "' (" + detail::type_text(sa.out) + ") to '" +
+                                        sb.in_port() + "' (" + detail::type_text(sb.in) +
+                                        "): the message types differ");
+  }
+  connect_ids(a, b, options);
+}
+
+void pipeline::set_fan_out(const std::string& stage, fan_out policy) { def(impl_->g.find(stage)).policy = policy; }
+
+pipeline_plan pipeline::dry_run() const {
+  return detail::make_plan(impl_->g, impl_->rt.devices(), impl_->options).summary(impl_->g);
+}
+
+void pipeline::start() {
+  auto& p = *impl_;
+  if (p.run) throw error(errc::invalid_pipeline, "pipeline '" + p.options.name + "' was already started");
+  auto planned = detail::make_plan(p.g, p.rt.devices(), p.options);
+  auto run = std::make_unique<detail::runner>(p.rt, p.g, std::move(planned), p.options);
+  run->start();
+  p.run = std::move(run);
+}
+
+std::exception_ptr pipeline::failure() const { return impl_->run ? impl_->run->failure() : nullptr; }
+
+void pipeline::wait(std::chrono::nanoseconds timeout) {
+  if (!impl_->run) throw error(errc::invalid_pipeline, "pipeline '" + impl_->options.name + "' was never started");
+  impl_->run->wait(timeout);
+}
+
+stop_report pipeline::stop() noexcept { return impl_->run ? impl_->run->stop() : stop_report{}; }
+
+std::shared_ptr<ring_buffer> pipeline::port_ring(const std::string& name, const message_type& type, bool inlet) {
+  const auto id = impl_->g.find(name);
+  auto& s = def(id);
+  const auto want = inlet ? stage_kind::inlet : stage_kind::outlet;
+  if (s.kind != want)
+    throw error(errc::invalid_argument, "stage '" + name + "' is a " + std::string(to_string(s.kind)) + ", not an " +
+                                            std::string(to_string(want)));
+  const auto& t = inlet ? s.out : s.in;
+  if (t.type != type.type)
+    throw error(errc::message_size, std::string(inlet ? "inlet" : "outlet") + " '" + name + "' carries " +
+                                        detail::type_text(t) + ", not " + detail::type_text(type));
+  if (!impl_->run) throw error(errc::invalid_pipeline, "inlet and outlet rings exist after start()");
+  return impl_->run->port(id);
+}
+
+pipeline_metrics pipeline::metrics() const { return impl_->run ? impl_->run->metrics() : pipeline_metrics{}; }
+
+std::string pipeline::plan() const { return impl_->run ? impl_->run->plan_text() : std::string(); }
+
+} // namespace ringpipe

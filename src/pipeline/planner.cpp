@@ -1,0 +1,170 @@
+#include "planner.hpp"
+
+#include <ringpipe/occupancy.hpp>
+#include <ringpipe/program.hpp>
+
+#include <map>
+
+namespace ringpipe::detail {
+namespace {
+
+struct planning {
+  const graph& g;
+  const topology& topo;
+  const pipeline_options& options;
+  plan p;
+
+  void place();
+  void fuse();
+  void check_budget() const;
+  void choose_links();
+};
+
+void planning::place() {
+  static const freest_device fallback;
+  const placement_policy& policy = options.placement ? *options.placement : fallback;
+  std::vector<std::uint32_t> placed(topo.size(), 0);
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    const auto& s = g.stages[i];
+    auto& ps = p.stages[i];
+    ps.spec = s.spec;
+    ps.out = s.out;
+    ps.out_edges = s.out_edges;
+    if (!s.is_kernel()) continue;
+    const bool asked = s.where.device.has_value();
+    const std::size_t index = asked ? *s.where.device : policy.place(s.name, topo, placed);
+    if (index >= topo.size())
+      throw error(errc::invalid_pipeline, "pipeline '" + g.name + "': stage '" + s.name + "' is placed on device " +
+                                              std::to_string(index) + (asked ? "" : " by the placement policy") +
+                                              " but the runtime has " + std::to_string(topo.size()) + " devices");
+    ++placed[index];
+    ps.device = index;
+  }
+}
+
+// Whether the program (with its embedded includes) defines `name` with RINGPIPE_MAP_KERNEL.
+bool declares_map_kernel(const std::string& source, const std::string& name) {
+  return resolve_includes(source).find("RINGPIPE_MAP_KERNEL(" + name + ",") != std::string::npos;
+}
+bool same_options(const kernel_options& a, const kernel_options& b) {
+  return a.mode == b.mode && a.local_size == b.local_size && a.idle_budget == b.idle_budget &&
+         a.batch_capacity == b.batch_capacity && a.staging_lanes == b.staging_lanes &&
+         a.stall_timeout == b.stall_timeout;
+}
+
+// Adjacent map kernels of one program on one device, with nothing else reading between them,
+// become one kernel (RINGPIPE_FUSE): one resident kernel and no ring instead of two.
+void planning::fuse() {
+  if (!options.fuse_kernels) return;
+  for (std::size_t ai = 0; ai < g.stages.size(); ++ai) {
+    const auto& a = g.stages[ai];
+    auto& pa = p.stages[ai];
+    if (!a.is_kernel() || pa.fused_into || !declares_map_kernel(a.spec.source, a.spec.name)) continue;
+    while (pa.out_edges.size() == 1) {
+      const auto ei = pa.out_edges[0];
+      const auto& e = g.edges[ei];
+      const auto& b = g.stages[e.to];
+      if (!b.is_kernel() || b.in_edges.size() != 1 || e.options.kind || e.options.capacity != 0) break;
+      if (p.stages[e.to].device != pa.device || b.spec.source != a.spec.source ||
+          b.spec.build_options != a.spec.build_options || !declares_map_kernel(a.spec.source, b.spec.name) ||
+          !b.spec.args.empty() || b.spec.state_bytes != 0 || !same_options(a.kernel_opts, b.kernel_opts))
+        break;
+      pa.spec.source += "\nRINGPIPE_FUSE(" + pa.spec.name + ", " + b.spec.name + ")\n";
+      pa.spec.name += "__then__" + b.spec.name;
+      pa.out = b.out;
+      pa.fused_with.push_back(b.name);
+      p.links[ei].kind = link_kind::fused;
+      pa.out_edges = b.out_edges;
+      for (const auto x : pa.out_edges)
+        p.links[x].from = ai;
+      p.stages[e.to].out_edges.clear();
+      p.stages[e.to].fused_into = ai;
+    }
+  }
+}
+
+// Forced persistent kernels beyond a pool's budget: refused before anything is built.
+void planning::check_budget() const {
+  std::map<std::string, std::vector<std::string>> forced;
+  std::map<std::string, std::uint32_t> budget;
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    const auto& s = g.stages[i];
+    if (!s.is_kernel() || p.stages[i].fused_into || s.kernel_opts.mode != kernel_mode::persistent) continue;
+    const auto& pool = topo[*p.stages[i].device].budget();
+    forced[pool.pool()].push_back(s.name);
+    budget[pool.pool()] = pool.budget() - pool.persistent_in_use();
+  }
+  for (const auto& [pool, names] : forced) {
+    if (names.size() <= budget[pool]) continue;
+    std::string list;
+    for (const auto& n : names)
+      list.append(list.empty() ? "'" : ", '").append(n).append("'");
+    std::string what = "pipeline '" + g.name + "' forces " + std::to_string(names.size());
+    what.append(" persistent kernels (").append(list).append(") onto pool '").append(pool).append("', which has ");
+    what.append(std::to_string(budget[pool])).append(" free workers; let the runtime choose their modes (parked)");
+    throw error(errc::budget_exceeded, what);
+  }
+}
+
+// A kernel end polls the link's ring itself when it has this one connection on that side;
+// otherwise a host mover (merge or split) stands between, and the end is the host.
+void planning::choose_links() {
+  for (std::size_t ei = 0; ei < g.edges.size(); ++ei) {
+    auto& l = p.links[ei];
+    if (l.kind == link_kind::fused) continue;
+    const auto& e = g.edges[ei];
+    const auto& a = g.stages[l.from];
+    const auto& b = g.stages[e.to];
+    if (a.is_kernel() && p.stages[l.from].out_edges.size() == 1) l.producer_dev = p.stages[l.from].device;
+    if (b.is_kernel() && b.in_edges.size() == 1) l.consumer_dev = p.stages[e.to].device;
+    const auto end = [&](const std::optional<std::size_t>& d) { return d ? link_end::on(topo[*d]) : link_end::host(); };
+    l.kind = choose_link(end(l.producer_dev), end(l.consumer_dev));
+    if (e.options.kind == link_kind::direct && l.kind != link_kind::direct) {
+      const auto label = [&](const std::optional<std::size_t>& d) {
+        return d ? topo[*d].label() : std::string("host");
+      };
+      throw error(errc::invalid_pipeline, "connection " + e.from_port + " -> " + e.to_port +
+                                              " cannot be direct: its ends do not share fine-grained SVM (" +
+                                              label(l.producer_dev) + " -> " + label(l.consumer_dev) + ")");
+    }
+    if (e.options.kind == link_kind::fused)
+      throw error(errc::invalid_pipeline, "connection " + e.from_port + " -> " + e.to_port +
+                                              ": fused links are chosen by the planner, not forced");
+    // Two kernels that cannot share one ring get a ring each and a mover; a forced staged link
+    // always goes through a mover, so that it is measured as one.
+    const bool two_devices = l.producer_dev && l.consumer_dev && *l.producer_dev != *l.consumer_dev;
+    l.mover = e.options.kind == link_kind::staged || (l.kind == link_kind::staged && two_devices);
+    if (l.mover) l.kind = link_kind::staged;
+  }
+}
+
+} // namespace
+
+plan make_plan(const graph& g, const topology& devices, const pipeline_options& options) {
+  validate(g);
+  planning run{g, devices, options, {}};
+  run.p.stages.resize(g.stages.size());
+  run.p.links.resize(g.edges.size());
+  for (std::size_t ei = 0; ei < g.edges.size(); ++ei)
+    run.p.links[ei].from = g.edges[ei].from;
+  run.place();
+  run.fuse();
+  run.check_budget();
+  run.choose_links();
+  return std::move(run.p);
+}
+
+pipeline_plan plan::summary(const graph& g) const {
+  pipeline_plan out;
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    const auto& ps = stages[i];
+    out.stages.push_back({g.stages[i].name, g.stages[i].kind, ps.device,
+                          ps.fused_into ? g.stages[*ps.fused_into].name : std::string(), ps.fused_with});
+  }
+  for (std::size_t ei = 0; ei < g.edges.size(); ++ei)
+    out.links.push_back({g.edges[ei].from_port, g.edges[ei].to_port, links[ei].kind,
+                         g.edges[ei].options.kind.has_value(), links[ei].mover});
+  return out;
+}
+
+} // namespace ringpipe::detail

@@ -1,0 +1,42 @@
+#pragma once
+// The planner: from a declared graph and a topology to a plan value (placement, fusion, link
+// kinds, budget), with no OpenCL call, so that it is tested against topologies a test describes.
+
+#include "graph.hpp"
+
+#include <ringpipe/plan.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace ringpipe::detail {
+
+struct planned_stage {
+  std::optional<std::size_t> device;     ///< kernel stages
+  std::optional<std::size_t> fused_into; ///< runs inside that stage's kernel
+  std::vector<std::string> fused_with;   ///< stages this one's kernel also runs
+  kernel_spec spec;                      ///< fused: the combined program and kernel name
+  message_type out;                      ///< fused: the last fused stage's output
+  std::vector<std::size_t> out_edges;    ///< fused: the last fused stage's connections
+};
+
+struct planned_link {
+  std::size_t from = 0; ///< producing stage (the head of a fused kernel)
+  link_kind kind = link_kind::direct;
+  bool mover = false;                      ///< a host mover copies between a ring near each end
+  std::optional<std::size_t> producer_dev; ///< a kernel that pushes into the link's ring itself
+  std::optional<std::size_t> consumer_dev; ///< a kernel that pops from the link's ring itself
+};
+
+struct plan {
+  std::vector<planned_stage> stages;
+  std::vector<planned_link> links;
+  pipeline_plan summary(const graph& g) const;
+};
+
+/// Validates `g`, places its kernels, fuses adjacent map kernels (if asked), checks forced
+/// persistent kernels against their pools' budgets and chooses every link's kind. Throws
+/// errc::invalid_pipeline or errc::budget_exceeded naming the pipeline, stages and ports.
+plan make_plan(const graph& g, const topology& devices, const pipeline_options& options);
+
+} // namespace ringpipe::detail

@@ -1,0 +1,147 @@
+// What a running pipeline reports: metrics, the plan as built, and labels for its errors.
+
+#include "runner.hpp"
+
+#include <ringpipe/link.hpp>
+
+namespace ringpipe::detail {
+
+std::string runner::stage_label(std::size_t i) const {
+  const auto& s = g_.stages[i];
+  const auto& ps = plan_.stages[i];
+  std::string l = std::string(to_string(s.kind)) + " '" + s.name + "'";
+  if (const auto& k = stages_[i].kernel)
+    l += " on " + rt_.devices()[*ps.device].label() + " (" + std::string(to_string(k->mode())) + ")";
+  for (const auto& f : ps.fused_with)
+    l += ", fused with '" + f + "'";
+  if (ps.fused_into) l += ": runs fused in the kernel of '" + g_.stages[*ps.fused_into].name + "'";
+  return l;
+}
+
+std::string runner::why_running(std::size_t i) const {
+  const auto& s = stages_[i];
+  if (s.actor) return std::to_string(s.actor->queued()) + " messages queued";
+  if (s.kernel)
+    return std::string(to_string(s.kernel->state())) + ", " + std::to_string(s.kernel_in ? s.kernel_in->size() : 0) +
+           " messages queued";
+  if (g_.stages[i].kind == stage_kind::outlet)
+    return std::to_string(s.port->size()) + " messages not yet popped by the application";
+  return "not closed by the application";
+}
+
+std::string runner::plan_text() const {
+  std::string s;
+  for (std::size_t i = 0; i < g_.stages.size(); ++i)
+    s += stage_label(i) + "\n";
+  for (std::size_t ei = 0; ei < g_.edges.size(); ++ei) {
+    const auto& e = g_.edges[ei];
+    const auto& lr = links_[ei];
+    s += e.from_port + " -> " + e.to_port + ": " + std::string(to_string(plan_.links[ei].kind));
+    if (lr.consumer_ring) {
+      const auto memory = [](const ring_buffer& r) { return r.memory() == ring_memory::svm ? "SVM" : "host memory"; };
+      s += " (" + std::to_string(lr.consumer_ring->capacity()) + " slots in " + memory(*lr.consumer_ring);
+      if (lr.mover) s += std::string(", copied by a host mover from a ring in ") + memory(*lr.producer_ring);
+      s += ")";
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+namespace {
+
+void add_queue(stage_metrics& sm, const std::shared_ptr<ring_buffer>& r) {
+  if (!r) return;
+  sm.queue_fill += r->size();
+  sm.queue_capacity += r->capacity();
+  sm.queue_high_water = std::max(sm.queue_high_water, r->high_water());
+}
+
+void actor_metrics(stage_metrics& sm, const host_stage& a) {
+  sm.msgs_in = a.msgs_in.load();
+  sm.msgs_out = a.msgs_out.load();
+  sm.busy_s = static_cast<double>(a.busy_ns.load()) * 1e-9;
+  sm.state = a.failed ? "failed" : a.finished ? "finished" : a.exited ? "stopped" : "running";
+  for (const auto& in : a.inputs())
+    add_queue(sm, in->ring);
+}
+
+} // namespace
+
+pipeline_metrics runner::metrics() const {
+  pipeline_metrics m;
+  m.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
+  for (std::size_t i = 0; i < g_.stages.size(); ++i) {
+    const auto& s = g_.stages[i];
+    const auto& ps = plan_.stages[i];
+    const auto& sr = stages_[i];
+    stage_metrics sm;
+    sm.name = s.name;
+    sm.kind = s.kind;
+    sm.device = ps.device ? rt_.devices()[*ps.device].label() : "host";
+    sm.mode = "actor";
+    if (ps.fused_into) {
+      sm.mode = "fused";
+      sm.state = "fused into '" + g_.stages[*ps.fused_into].name + "'";
+    } else if (sr.kernel) {
+      const auto st = sr.kernel->stats();
+      sm.mode = std::string(to_string(sr.kernel->mode()));
+      sm.state = std::string(to_string(sr.kernel->state()));
+      sm.msgs_in = st.msgs_in;
+      sm.msgs_out = st.msgs_out;
+      sm.launches = st.launches;
+      add_queue(sm, sr.kernel_in);
+    } else if (sr.actor) {
+      actor_metrics(sm, *sr.actor);
+    } else if (sr.port) {
+      sm.mode = "application";
+      sm.msgs_in = sm.msgs_out = s.kind == stage_kind::inlet ? sr.port->pushed() : sr.port->popped();
+      sm.state = s.kind == stage_kind::inlet ? (sr.port->closed() ? "closed" : "open")
+                                             : (sr.port->drained() ? "finished" : "open");
+      if (s.kind == stage_kind::outlet) add_queue(sm, sr.port);
+    }
+    m.stages.push_back(std::move(sm));
+  }
+  for (const auto& a : actors_) {
+    const bool user_stage =
+        std::any_of(stages_.begin(), stages_.end(), [&](const stage_run& s) { return s.actor == a; });
+    if (user_stage) continue; // a user's host stage, listed above
+    stage_metrics sm;
+    sm.name = a->name();
+    sm.kind = stage_kind::mover;
+    sm.device = "host";
+    sm.mode = "actor";
+    actor_metrics(sm, *a);
+    m.stages.push_back(std::move(sm));
+    m.copies += a->batches.load();
+  }
+  // Kernels on devices without shared memory copy every batch in and out of device buffers.
+  for (std::size_t i = 0; i < stages_.size(); ++i)
+    if (stages_[i].kernel && !reaches_shared_memory(rt_.devices()[*plan_.stages[i].device]))
+      m.copies += stages_[i].kernel->stats().launches;
+  for (std::size_t ei = 0; ei < g_.edges.size(); ++ei) {
+    const auto& e = g_.edges[ei];
+    const auto& lr = links_[ei];
+    link_metrics lm;
+    lm.from = e.from_port;
+    lm.to = e.to_port;
+    lm.kind = plan_.links[ei].kind;
+    lm.forced = e.options.kind.has_value();
+    if (lr.delivered) lm.messages = lr.delivered();
+    lm.bytes = lm.messages * plan_.stages[plan_.links[ei].from].out.size;
+    if (lr.mover) lm.batches = lr.mover->batches.load();
+    if (lr.consumer_ring) {
+      lm.capacity = lr.consumer_ring->capacity();
+      lm.high_water = lr.consumer_ring->high_water();
+      if (lr.producer_ring != lr.consumer_ring) {
+        lm.capacity += lr.producer_ring->capacity();
+        lm.high_water = std::max(lm.high_water, lr.producer_ring->high_water());
+      }
+    }
+    (lm.kind == link_kind::direct ? m.direct_links : lm.kind == link_kind::fused ? m.fused_links : m.staged_links) += 1;
+    m.links.push_back(std::move(lm));
+  }
+  return m;
+}
+
+} // namespace ringpipe::detail

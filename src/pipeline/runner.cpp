@@ -1,0 +1,338 @@
+#include "runner.hpp"
+
+#include "../actor/stages.hpp"
+#include "../actor/strand_executor.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace ringpipe::detail {
+namespace {
+
+std::shared_ptr<ring_buffer> make_ring(const std::optional<device>& near, std::uint32_t capacity,
+                                       std::uint32_t slot_size, const std::string& name) {
+  if (near) return std::make_shared<ring_buffer>(*near, capacity, slot_size, ring_options{name});
+  return std::make_shared<ring_buffer>(capacity, slot_size, ring_options{name});
+}
+
+} // namespace
+
+runner::runner(runtime& rt, const graph& g, plan p, const pipeline_options& options)
+    : rt_(rt), g_(g), plan_(std::move(p)), options_(options), stages_(g.stages.size()), links_(g.edges.size()) {}
+
+runner::~runner() {
+  halt();
+  join();
+  // Kernels stop in their destructors (at once, waiting for their launches to return), and may
+  // notify this runner on the way: before its members go.
+  for (auto& s : stages_)
+    s.kernel.reset();
+}
+
+std::shared_ptr<host_stage> runner::add_actor(std::shared_ptr<host_stage> a) {
+  a->on_failure = [this, name = a->name()](const std::exception_ptr& e) { record_failure(name, e); };
+  a->on_exit = [this] { notify(); };
+  actors_.push_back(a);
+  return a;
+}
+
+void runner::start() {
+  build_kernels();
+  realize_links();
+  realize_stages();
+  count_deliveries();
+  try {
+    for (auto& s : stages_)
+      if (s.kernel) s.kernel->start_buffers(s.kernel_in, s.kernel_out);
+  } catch (...) {
+    halt();
+    throw;
+  }
+  start_time_ = std::chrono::steady_clock::now();
+  for (auto& a : actors_)
+    a->start();
+}
+
+// A build error or a declared size that does not match the stage's message types is refused
+// here, before anything runs.
+void runner::build_kernels() {
+  for (std::size_t i = 0; i < g_.stages.size(); ++i) {
+    const auto& s = g_.stages[i];
+    const auto& ps = plan_.stages[i];
+    if (!s.is_kernel() || ps.fused_into) continue;
+    try {
+      stages_[i].kernel = std::make_unique<ring_kernel_base>(rt_, rt_.devices()[*ps.device], ps.spec, s.in.size,
+                                                             ps.out.size, s.kernel_opts);
+    } catch (const ringpipe::error& e) {
+      throw error(e.code(), "pipeline '" + g_.name + "': stage '" + s.name + "': " + e.what());
+    }
+    stages_[i].kernel->on_exit([this] { notify(); });
+  }
+}
+
+// The rings of every link, where the plan says: one ring near the kernel end that polls it (the
+// consumer's if both), or a ring near each end and a mover between them.
+void runner::realize_links() {
+  const auto& topo = rt_.devices();
+  for (std::size_t ei = 0; ei < g_.edges.size(); ++ei) {
+    const auto& l = plan_.links[ei];
+    if (l.kind == link_kind::fused) continue;
+    const auto& e = g_.edges[ei];
+    auto& lr = links_[ei];
+    const std::uint32_t capacity = e.options.capacity != 0 ? e.options.capacity : options_.capacity;
+    const auto slot = static_cast<std::uint32_t>(plan_.stages[l.from].out.size);
+    const std::string name = e.ring_name();
+    const auto dev = [&](const std::optional<std::size_t>& d) { return d ? std::optional(topo[*d]) : std::nullopt; };
+    const auto prod = dev(l.producer_dev);
+    const auto cons = dev(l.consumer_dev);
+    if (!l.mover) {
+      lr.consumer_ring = make_ring(cons ? cons : prod, capacity, slot, name);
+      lr.producer_ring = lr.consumer_ring;
+      continue;
+    }
+    if (prod && cons) {
+      lr.producer_ring = make_ring(prod, capacity, slot, name + ".out");
+      lr.consumer_ring = make_ring(cons, capacity, slot, name + ".in");
+    } else {
+      lr.consumer_ring = make_ring(cons ? cons : prod, capacity, slot, name);
+      lr.producer_ring = make_ring(prod, capacity, slot, name + ".staging");
+    }
+    lr.mover = add_actor(std::make_shared<mover_stage>(std::make_shared<strand_executor>(rt_.io()), name + " (staged)",
+                                                       options_.staging_batch));
+    lr.mover->add_input(lr.producer_ring);
+    ring_kernel_base* consumer = cons ? stages_[e.to].kernel.get() : nullptr;
+    lr.mover->add_output(lr.consumer_ring, [consumer] {
+      if (consumer != nullptr && consumer->mode() != kernel_mode::persistent) consumer->notify();
+    });
+    auto* input = lr.mover->inputs().back().get();
+    lr.delivered = [input] { return input->popped.load(std::memory_order_relaxed); };
+  }
+}
+
+// Each stage's side of its connections: kernels with several inputs or outputs get a merging or
+// splitting mover; host stages become actors.
+void runner::realize_stages() {
+  const auto& topo = rt_.devices();
+  auto executor = [&] { return std::make_shared<strand_executor>(rt_.io()); };
+  auto fan = [](fan_out f) { return f == fan_out::round_robin ? fan_policy(round_robin{}) : fan_policy(broadcast{}); };
+  auto wake = [](ring_kernel_base* k) {
+    return [k] {
+      if (k != nullptr && k->mode() != kernel_mode::persistent) k->notify();
+    };
+  };
+  for (std::size_t i = 0; i < g_.stages.size(); ++i) {
+    const auto& s = g_.stages[i];
+    const auto& ps = plan_.stages[i];
+    auto& sr = stages_[i];
+    if (ps.fused_into) continue;
+    if (s.is_kernel()) {
+      const auto& d = topo[*ps.device];
+      if (!s.in.none()) {
+        if (s.in_edges.size() == 1) {
+          sr.kernel_in = links_[s.in_edges[0]].consumer_ring;
+        } else {
+          sr.kernel_in =
+              make_ring(d, options_.capacity, static_cast<std::uint32_t>(s.in.size), s.in_port() + ".merged");
+          auto merge =
+              add_actor(std::make_shared<mover_stage>(executor(), s.in_port() + " (merge)", options_.staging_batch));
+          for (const auto ei : s.in_edges)
+            merge->add_input(links_[ei].consumer_ring);
+          merge->add_output(sr.kernel_in, wake(sr.kernel.get()));
+        }
+      }
+      if (!ps.out.none()) {
+        if (ps.out_edges.size() == 1) {
+          sr.kernel_out = links_[ps.out_edges[0]].producer_ring;
+        } else {
+          sr.kernel_out =
+              make_ring(d, options_.capacity, static_cast<std::uint32_t>(ps.out.size), s.out_port() + ".split");
+          auto split =
+              add_actor(std::make_shared<mover_stage>(executor(), s.out_port() + " (split)", options_.staging_batch));
+          split->set_fan(fan(s.policy));
+          split->add_input(sr.kernel_out);
+          for (const auto ei : ps.out_edges)
+            split->add_output(links_[ei].producer_ring);
+        }
+      }
+      continue;
+    }
+    if (s.kind == stage_kind::inlet) {
+      sr.port = links_[s.out_edges[0]].producer_ring;
+      continue;
+    }
+    if (s.kind == stage_kind::outlet) {
+      sr.port = links_[s.in_edges[0]].consumer_ring;
+      continue;
+    }
+    std::shared_ptr<host_stage> actor;
+    if (s.kind == stage_kind::source)
+      actor = std::make_shared<source_stage>(executor(), s.name, options_.staging_batch, s.generate);
+    else if (s.kind == stage_kind::sink)
+      actor = std::make_shared<sink_stage>(executor(), s.name, options_.staging_batch, s.consume);
+    else
+      actor = std::make_shared<transform_stage>(executor(), s.name, options_.staging_batch, s.transform);
+    actor->set_fan(fan(s.policy));
+    for (const auto ei : s.in_edges)
+      actor->add_input(links_[ei].consumer_ring);
+    for (const auto ei : s.out_edges) {
+      const auto to = g_.edges[ei].to;
+      const bool feeds_kernel = !links_[ei].mover && g_.stages[to].is_kernel() && g_.stages[to].in_edges.size() == 1;
+      actor->add_output(links_[ei].producer_ring, wake(feeds_kernel ? stages_[to].kernel.get() : nullptr));
+    }
+    sr.actor = add_actor(actor);
+  }
+}
+
+// What each connection's consumer side has taken.
+void runner::count_deliveries() {
+  for (std::size_t ei = 0; ei < g_.edges.size(); ++ei) {
+    auto& lr = links_[ei];
+    if (lr.delivered || plan_.links[ei].kind == link_kind::fused) continue;
+    const auto to = g_.edges[ei].to;
+    const auto& b = g_.stages[to];
+    if (const auto& actor = stages_[to].actor) {
+      const auto k = static_cast<std::size_t>(std::find(b.in_edges.begin(), b.in_edges.end(), ei) - b.in_edges.begin());
+      auto* input = actor->inputs()[k].get();
+      lr.delivered = [input] { return input->popped.load(std::memory_order_relaxed); };
+    } else if (b.is_kernel() && b.in_edges.size() == 1) {
+      auto* k = stages_[to].kernel.get();
+      lr.delivered = [k] { return k->stats().msgs_in; };
+    } else {
+      auto r = lr.consumer_ring;
+      lr.delivered = [r] { return r->popped(); };
+    }
+  }
+}
+
+void runner::notify() noexcept {
+  { std::lock_guard lock(mutex_); }
+  changed_.notify_all();
+}
+
+void runner::record_failure(const std::string& stage, const std::exception_ptr& e) {
+  std::string what = "unknown exception";
+  std::error_code code = make_error_code(errc::stage_failed);
+  try {
+    std::rethrow_exception(e);
+  } catch (const ringpipe::error& x) {
+    what = x.what();
+    code = x.code();
+  } catch (const std::exception& x) {
+    what = x.what();
+  } catch (...) {
+  }
+  auto wrapped =
+      std::make_exception_ptr(error(code, "pipeline '" + g_.name + "': stage '" + stage + "' failed: " + what));
+  {
+    std::lock_guard lock(mutex_);
+    if (first_failure_) return;
+    first_failure_ = wrapped;
+  }
+  changed_.notify_all();
+  halt();
+}
+
+std::exception_ptr runner::failure() const {
+  std::lock_guard lock(mutex_);
+  return first_failure_;
+}
+
+// Stops every actor and kernel at once; returns without waiting.
+void runner::halt() noexcept {
+  for (auto& a : actors_)
+    a->stop();
+  for (auto& s : stages_)
+    if (s.kernel) s.kernel->stop_now();
+}
+
+// Waits for actors to leave their loops (they hold callbacks into this object) and for kernels'
+// launches to return.
+void runner::join() {
+  for (auto& a : actors_)
+    if (!a->wait_exited(std::chrono::seconds(30)))
+      std::fprintf(stderr, "ringpipe: pipeline '%s': stage '%s' did not leave its function within 30 s\n",
+                   g_.name.c_str(), a->name().c_str());
+  for (std::size_t i = 0; i < stages_.size(); ++i)
+    if (stages_[i].kernel && !stages_[i].kernel->wait_exited(std::chrono::seconds(10)))
+      std::fprintf(stderr, "ringpipe: pipeline '%s': kernel stage '%s' did not stop within 10 s\n", g_.name.c_str(),
+                   g_.stages[i].name.c_str());
+}
+
+// Whether a stage has seen the end of its stream (a stage that consumes a mover's output can only
+// finish after the mover has, so movers need no check of their own).
+bool runner::finished(std::size_t i) const {
+  const auto& s = stages_[i];
+  if (s.actor) return s.actor->finished.load();
+  if (s.kernel) return s.kernel->state() == kernel_state::stopped;
+  if (g_.stages[i].kind == stage_kind::outlet) return s.port->drained();
+  if (g_.stages[i].kind == stage_kind::inlet) return s.port->closed();
+  return true; // fused into another stage's kernel
+}
+
+void runner::wait(std::chrono::nanoseconds timeout) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + timeout;
+  // Stages on the runtime notify when they finish, leave or fail. Inlets and outlets are driven
+  // by the application, which tells nobody: with those, look again every 2 ms.
+  const bool application_ports = std::any_of(g_.stages.begin(), g_.stages.end(), [](const stage_decl& s) {
+    return s.kind == stage_kind::inlet || s.kind == stage_kind::outlet;
+  });
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    lock.unlock();
+    for (std::size_t i = 0; i < stages_.size(); ++i)
+      if (stages_[i].kernel)
+        if (auto f = stages_[i].kernel->failure()) record_failure(g_.stages[i].name, f);
+    lock.lock();
+    if (auto f = first_failure_) {
+      lock.unlock();
+      halt();
+      join();
+      std::rethrow_exception(f);
+    }
+    bool done = true;
+    for (std::size_t i = 0; i < stages_.size() && done; ++i)
+      done = finished(i);
+    if (done) return;
+    const auto now = clock::now();
+    if (now >= deadline) {
+      lock.unlock();
+      std::string pending;
+      for (std::size_t i = 0; i < stages_.size(); ++i)
+        if (!finished(i)) pending += (pending.empty() ? "" : ", ") + stage_label(i) + " (" + why_running(i) + ")";
+      throw error(errc::timeout,
+                  "pipeline '" + g_.name + "' did not finish within " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+                      " ms; still running: " + pending);
+    }
+    changed_.wait_until(lock, application_ports ? std::min(deadline, now + std::chrono::milliseconds(2)) : deadline);
+  }
+}
+
+stop_report runner::stop() noexcept {
+  stop_report report;
+  halt();
+  join();
+  // Every ring once: a direct link's ring is both a link's and a kernel's.
+  std::vector<const ring_buffer*> seen;
+  auto count = [&](const std::shared_ptr<ring_buffer>& r) {
+    if (!r || std::find(seen.begin(), seen.end(), r.get()) != seen.end()) return;
+    seen.push_back(r.get());
+    if (const auto n = r->size(); n > 0) {
+      report.undelivered += n;
+      report.rings.push_back({r->name(), n});
+    }
+  };
+  for (const auto& l : links_) {
+    count(l.producer_ring);
+    count(l.consumer_ring);
+  }
+  for (const auto& s : stages_) {
+    count(s.kernel_in);
+    count(s.kernel_out);
+    count(s.port);
+  }
+  return report;
+}
+
+} // namespace ringpipe::detail

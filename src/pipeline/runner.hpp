@@ -1,0 +1,75 @@
+#pragma once
+// The runner: builds what a plan describes (kernels, rings, host stages, movers), launches it,
+// waits for it, stops it, and reports on it (metrics, plan text, stop report).
+
+#include "../actor/host_stage.hpp"
+#include "planner.hpp"
+
+#include <ringpipe/runtime.hpp>
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace ringpipe::detail {
+
+struct stage_run {
+  std::unique_ptr<ring_kernel_base> kernel;
+  std::shared_ptr<ring_buffer> kernel_in, kernel_out;
+  std::shared_ptr<host_stage> actor;
+  std::shared_ptr<ring_buffer> port; // inlets and outlets
+};
+
+struct link_run {
+  std::shared_ptr<ring_buffer> producer_ring; // where the producer side pushes
+  std::shared_ptr<ring_buffer> consumer_ring; // where the consumer side pops (same ring unless a mover)
+  std::shared_ptr<host_stage> mover;          // copies producer_ring -> consumer_ring
+  std::function<std::uint64_t()> delivered;   // messages the consumer side has taken
+};
+
+class runner {
+public:
+  runner(runtime& rt, const graph& g, plan p, const pipeline_options& options);
+  ~runner();
+
+  /// Builds the kernels (build and size errors, naming the stage), then rings, stages and
+  /// movers, then launches; on an error nothing is left running.
+  void start();
+  void wait(std::chrono::nanoseconds timeout);
+  stop_report stop() noexcept;
+  std::exception_ptr failure() const;
+  std::shared_ptr<ring_buffer> port(std::size_t stage) const { return stages_[stage].port; }
+
+  pipeline_metrics metrics() const;
+  std::string plan_text() const;
+
+private:
+  void build_kernels();
+  void realize_links();
+  void realize_stages();
+  void count_deliveries();
+  std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
+  void record_failure(const std::string& stage, const std::exception_ptr& e);
+  void notify() noexcept;
+  void halt() noexcept;
+  void join();
+  bool finished(std::size_t stage) const;
+  std::string why_running(std::size_t stage) const;
+  std::string stage_label(std::size_t stage) const;
+
+  runtime& rt_;
+  const graph& g_;
+  plan plan_;
+  const pipeline_options& options_;
+  std::vector<stage_run> stages_;
+  std::vector<link_run> links_;
+  std::vector<std::shared_ptr<host_stage>> actors_; // every host stage, movers included
+  std::chrono::steady_clock::time_point start_time_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_; // a stage finished, left or failed
+  std::exception_ptr first_failure_;
+};
+
+} // namespace ringpipe::detail

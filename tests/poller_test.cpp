@@ -1,0 +1,122 @@
+// The actor runtime's one polling loop, stepped by hand on a manual executor: no threads, no
+// sleeps, and time that moves only when the test says.
+
+#include "../src/actor/poller.hpp"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <optional>
+
+using namespace ringpipe::detail;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Records what a poller asks for; runs it when the test says.
+class manual_executor final : public poll_executor {
+public:
+  clock::time_point now() const override { return now_; }
+  void post(poller& p) override { ready_.push_back(&p); }
+  void post_at(poller& p, clock::time_point when) override { timer_ = {&p, when}; }
+  void cancel_timer() noexcept override { timer_.reset(); }
+
+  std::size_t ready() const { return ready_.size(); }
+  std::optional<clock::duration> timer_in() const {
+    return timer_ ? std::optional(timer_->second - now_) : std::nullopt;
+  }
+  /// Runs the posted steps (not those they post).
+  void run_ready() {
+    auto batch = std::move(ready_);
+    ready_.clear();
+    for (auto* p : batch)
+      p->run();
+  }
+  /// Moves time on and fires the timer if it is due.
+  void advance(clock::duration d) {
+    now_ += d;
+    if (timer_ && timer_->second <= now_) {
+      auto* p = timer_->first;
+      timer_.reset();
+      p->run();
+    }
+  }
+
+private:
+  clock::time_point now_{};
+  std::deque<poller*> ready_;
+  std::optional<std::pair<poller*, clock::time_point>> timer_;
+};
+
+struct PollerTest : ::testing::Test {
+  std::shared_ptr<manual_executor> ex = std::make_shared<manual_executor>();
+  std::shared_ptr<int> owner = std::make_shared<int>(0);
+  int steps = 0;
+  poll_result next = poll_result::progress;
+  poller p{ex, poll_timing{100us, 50us, 400us}, [this] {
+             ++steps;
+             return next;
+           }};
+};
+
+TEST_F(PollerTest, ProgressPollsAgainAtOnce) {
+  p.start(owner);
+  EXPECT_EQ(ex->ready(), 1u);
+  ex->run_ready();
+  ex->run_ready();
+  ex->run_ready();
+  EXPECT_EQ(steps, 3);
+  EXPECT_EQ(ex->ready(), 1u) << "one pending step, never more";
+  EXPECT_FALSE(ex->timer_in());
+}
+
+TEST_F(PollerTest, IdleSpinsForTheWindowThenSleepsDoublingToTheCeiling) {
+  p.start(owner);
+  ex->run_ready(); // progress
+  next = poll_result::idle;
+  ex->advance(50us);
+  ex->run_ready(); // inside the spin window: at once again
+  EXPECT_EQ(ex->ready(), 1u);
+  ex->advance(60us);
+  ex->run_ready(); // past it: sleep
+  EXPECT_EQ(ex->ready(), 0u);
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(50us));
+  for (auto expected : {100us, 200us, 400us, 400us}) {
+    ex->advance(ex->timer_in().value());
+    EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(expected));
+  }
+  EXPECT_EQ(steps, 7);
+}
+
+TEST_F(PollerTest, WakeCutsASleepShortAndStartsTheBackoffOver) {
+  p.start(owner);
+  next = poll_result::idle;
+  ex->run_ready();
+  ex->advance(200us);
+  ex->run_ready();
+  ASSERT_TRUE(ex->timer_in());
+  ex->advance(ex->timer_in().value()); // 100us now
+  p.wake();
+  p.wake(); // a second wake before the first ran posts nothing more
+  EXPECT_EQ(ex->ready(), 1u);
+  const int before = steps;
+  ex->run_ready();
+  EXPECT_EQ(steps, before + 1);
+  EXPECT_EQ(ex->ready(), 1u) << "woken: inside a fresh spin window";
+  EXPECT_FALSE(ex->timer_in()) << "the sleep was cancelled";
+}
+
+TEST_F(PollerTest, DoneStopsPollingForGood) {
+  p.start(owner);
+  next = poll_result::done;
+  ex->run_ready();
+  EXPECT_TRUE(p.stopped());
+  p.wake();
+  ex->run_ready();
+  EXPECT_EQ(steps, 1) << "no step after done, even when woken";
+  EXPECT_EQ(ex->ready(), 0u);
+  EXPECT_FALSE(ex->timer_in());
+}
+
+} // namespace

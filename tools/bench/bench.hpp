@@ -1,0 +1,65 @@
+#pragma once
+// What every ringpipe-bench topic shares: results, settings, timing helpers, and the topic list.
+// A new benchmark goes into a file of its own (one topic) and one line of main.cpp.
+
+#include <ringpipe/ringpipe.hpp>
+
+#include <test_message.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ringpipe::bench {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct result {
+  std::string name;
+  std::map<std::string, std::string> params;
+  std::map<std::string, double> metrics;
+};
+
+struct settings {
+  bool quick = false;
+  bool verbose = false; // print each pipeline's metrics table
+  std::uint32_t stream_messages() const { return quick ? 100'000 : 1'000'000; }
+  std::uint32_t rtt_samples() const { return quick ? 2'000 : 20'000; }
+};
+
+inline double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+inline double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+}
+inline void add_stream_metrics(result& r, std::uint32_t n, std::size_t bytes, double secs) {
+  r.metrics["msgs_per_s"] = n / secs;
+  r.metrics["bytes_per_s"] = static_cast<double>(n) * static_cast<double>(bytes) / secs;
+}
+inline void add_rtt_metrics(result& r, const std::vector<double>& us) {
+  r.metrics["rtt_p50_us"] = percentile(us, 0.50);
+  r.metrics["rtt_p99_us"] = percentile(us, 0.99);
+}
+
+/// What a topic runs with; `selected(name)` says whether --filter asks for benchmark `name`.
+struct bench_context {
+  runtime& rt;
+  const device& dev; ///< device 0, where single-device benchmarks run
+  const settings& s;
+  std::vector<result>& results;
+  std::function<bool(const char*)> selected;
+};
+
+// The topics, one file each.
+void host_to_kernel_topic(bench_context& c); // host_to_kernel.cpp: rings into one kernel, baselines
+void kernel_links_topic(bench_context& c);   // kernel_links.cpp: kernel to kernel, across devices
+void pipeline_topic(bench_context& c);       // pipelines.cpp: two-stage pipelines, Asio baseline
+
+} // namespace ringpipe::bench

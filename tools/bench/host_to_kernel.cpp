@@ -1,0 +1,205 @@
+// Host to one kernel and back: every mode and size, against a launch per message and a host-only ring.
+
+#include "bench.hpp"
+
+#include <span>
+#include <thread>
+
+namespace ringpipe::bench {
+namespace {
+
+// host -> in -> kernel -> out -> host, from one thread; verifies every message.
+template <std::size_t N>
+double stream_through(ring<test_message<N>>& in, ring<test_message<N>>& out, ring_kernel_base& k, std::uint32_t count) {
+  std::vector<test_message<N>> batch(64), got(64);
+  std::uint32_t sent = 0, received = 0;
+  const auto t0 = clock_type::now();
+  auto last = t0;
+  while (received < count) {
+    if (sent < count) {
+      const auto n = std::min<std::uint32_t>(count - sent, static_cast<std::uint32_t>(batch.size()));
+      for (std::uint32_t i = 0; i < n; ++i)
+        batch[i] = make_test_message<N>(sent + i);
+      const auto pushed = static_cast<std::uint32_t>(in.push_n(std::span(batch).first(n)));
+      if (pushed > 0 && k.mode() != kernel_mode::persistent) k.notify();
+      sent += pushed;
+    }
+    const auto popped = out.pop_n(got);
+    for (std::size_t i = 0; i < popped; ++i, ++received) {
+      if (got[i].seq != received || got[i].check != test_check_after(received, 1))
+        throw std::runtime_error("message " + std::to_string(received) + " lost or corrupted");
+    }
+    if (popped > 0)
+      last = clock_type::now();
+    else if (clock_type::now() - last > 20s) {
+      if (auto failure = k.failure()) std::rethrow_exception(failure);
+      throw std::runtime_error("stream made no progress for 20 s: " + std::to_string(received) + " of " +
+                               std::to_string(count) + " received, kernel state " + std::string(to_string(k.state())));
+    }
+  }
+  return seconds_since(t0);
+}
+
+template <std::size_t N>
+std::vector<double> round_trips(ring<test_message<N>>& in, ring<test_message<N>>& out, ring_kernel_base& k,
+                                std::uint32_t samples) {
+  std::vector<double> us;
+  us.reserve(samples);
+  test_message<N> m{};
+  for (std::uint32_t s = 0; s < samples; ++s) {
+    const auto msg = make_test_message<N>(s);
+    const auto t0 = clock_type::now();
+    if (!in.try_push(msg)) throw std::runtime_error("input ring full during round trips");
+    if (k.mode() != kernel_mode::persistent) k.notify();
+    if (!out.pop(m, 10s) || m.seq != s) throw std::runtime_error("round trip lost message " + std::to_string(s));
+    us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+  }
+  return us;
+}
+
+template <std::size_t N>
+void host_to_kernel_with(runtime& rt, const device& dev, const settings& s, kernel_mode mode, std::uint32_t lanes,
+                         std::vector<result>& out) {
+  result r{"host_to_kernel",
+           {{"msg_bytes", std::to_string(N)}, {"mode", std::string(to_string(mode))}, {"device", dev.name()}},
+           {}};
+  if (lanes > 0) r.params["staging_lanes"] = std::to_string(lanes);
+  kernel_options options;
+  options.mode = mode;
+  if (lanes > 0) options.staging_lanes = lanes;
+  const std::uint32_t count = N >= 4096 ? s.stream_messages() / 10 : s.stream_messages();
+  {
+    ring<test_message<N>> in(dev, 1024, {"in"}), o(dev, 1024, {"out"});
+    ring_kernel<test_message<N>, test_message<N>> k(rt, dev, {test_stages_source(N), "test_map", ""}, options);
+    k.start(in, o);
+    add_stream_metrics(r, count, N, stream_through(in, o, k, count));
+    add_rtt_metrics(r, round_trips(in, o, k, s.rtt_samples() / (mode == kernel_mode::persistent ? 1 : 4)));
+    in.close();
+    k.notify();
+    k.wait(30s);
+  }
+  out.push_back(r);
+  std::cerr << "  host_to_kernel " << N << " B " << to_string(mode);
+  if (lanes > 0) std::cerr << " lanes " << lanes;
+  std::cerr << ": " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 " << r.metrics["rtt_p50_us"] << " us\n";
+}
+
+template <std::size_t N>
+void host_to_kernel(runtime& rt, const device& dev, const settings& s, std::vector<result>& out) {
+  const bool mirrored = !(dev.info().svm.fine_buffer && dev.info().svm.atomics);
+  for (auto mode : dev.info().modes) {
+    if (mode == kernel_mode::batched && mirrored) {
+      // Batches through device mirrors: one at a time against double-buffered.
+      host_to_kernel_with<N>(rt, dev, s, mode, 1, out);
+      host_to_kernel_with<N>(rt, dev, s, mode, 2, out);
+    } else {
+      host_to_kernel_with<N>(rt, dev, s, mode, 0, out);
+    }
+  }
+}
+
+// One launch and finish per message, through plain buffers.
+template <std::size_t N> void relaunch_baseline(const device& dev, const settings& s, std::vector<result>& out) {
+  result r{"host_to_kernel.relaunch_baseline", {{"msg_bytes", std::to_string(N)}, {"device", dev.name()}}, {}};
+  const auto source = resolve_includes(relaunch_baseline_source(N));
+  auto program = dev.programs().get(dev, source, base_build_options(dev), "relaunch_step");
+  cl::Kernel kernel(program, "relaunch_step");
+  cl::CommandQueue queue(dev.context(), dev.cl_device());
+  cl::Buffer in_buf(dev.context(), CL_MEM_READ_ONLY, N), out_buf(dev.context(), CL_MEM_WRITE_ONLY, N);
+  kernel.setArg(0, in_buf);
+  kernel.setArg(1, out_buf);
+  const auto one = [&](std::uint32_t seq) {
+    auto m = make_test_message<N>(seq);
+    test_message<N> got{};
+    queue.enqueueWriteBuffer(in_buf, CL_FALSE, 0, N, &m);
+    queue.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(1), cl::NDRange(1));
+    queue.enqueueReadBuffer(out_buf, CL_TRUE, 0, N, &got);
+    if (got.seq != seq || got.check != test_check_after(seq, 1))
+      throw std::runtime_error("relaunch baseline: wrong result");
+  };
+  const std::uint32_t count = s.quick ? 2'000 : 20'000;
+  const auto t0 = clock_type::now();
+  for (std::uint32_t i = 0; i < count; ++i)
+    one(i);
+  add_stream_metrics(r, count, N, seconds_since(t0));
+  std::vector<double> us;
+  for (std::uint32_t i = 0; i < s.rtt_samples() / 4; ++i) {
+    const auto t1 = clock_type::now();
+    one(i);
+    us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t1).count());
+  }
+  add_rtt_metrics(r, us);
+  out.push_back(r);
+  std::cerr << "  relaunch_baseline " << N << " B: " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 "
+            << r.metrics["rtt_p50_us"] << " us\n";
+}
+
+// The physical floor: two host threads over a CPU ring.
+void spsc_baseline(const settings& s, std::vector<result>& out) {
+  using m16 = test_message<16>;
+  result r{"spsc_baseline", {{"msg_bytes", "16"}}, {}};
+  const std::uint32_t count = s.stream_messages() * 4;
+  {
+    ring<m16> q(1024);
+    const auto t0 = clock_type::now();
+    std::thread producer([&] {
+      std::vector<m16> batch(64);
+      for (std::uint32_t sent = 0; sent < count;) {
+        const auto n = std::min<std::uint32_t>(64, count - sent);
+        for (std::uint32_t i = 0; i < n; ++i)
+          batch[i] = make_test_message<16>(sent + i);
+        sent += static_cast<std::uint32_t>(q.push_n(std::span(batch).first(n)));
+      }
+    });
+    std::vector<m16> got(64);
+    for (std::uint32_t received = 0; received < count;) {
+      const auto n = q.pop_n(got);
+      for (std::size_t i = 0; i < n; ++i, ++received)
+        if (got[i].seq != received) throw std::runtime_error("spsc baseline: reordered");
+    }
+    producer.join();
+    add_stream_metrics(r, count, 16, seconds_since(t0));
+  }
+  {
+    ring<m16> ping(1), pong(1);
+    std::thread echo([&] {
+      m16 m{};
+      while (ping.pop(m, 30s))
+        pong.push(m, 30s);
+    });
+    std::vector<double> us;
+    m16 m{};
+    for (std::uint32_t i = 0; i < s.rtt_samples(); ++i) {
+      const auto t0 = clock_type::now();
+      ping.push(make_test_message<16>(i), 10s);
+      if (!pong.pop(m, 10s) || m.seq != i) throw std::runtime_error("spsc baseline: lost ping");
+      us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+    }
+    ping.close();
+    echo.join();
+    add_rtt_metrics(r, us);
+  }
+  out.push_back(r);
+  std::cerr << "  spsc_baseline: " << r.metrics["msgs_per_s"] << " msgs/s, rtt p50 " << r.metrics["rtt_p50_us"]
+            << " us\n";
+}
+
+} // namespace
+
+void host_to_kernel_topic(bench_context& c) {
+  if (c.selected("host_to_kernel")) {
+    host_to_kernel<16>(c.rt, c.dev, c.s, c.results);
+    host_to_kernel<64>(c.rt, c.dev, c.s, c.results);
+    host_to_kernel<256>(c.rt, c.dev, c.s, c.results);
+    host_to_kernel<4096>(c.rt, c.dev, c.s, c.results);
+  }
+  if (c.selected("host_to_kernel.relaunch_baseline")) {
+    relaunch_baseline<16>(c.dev, c.s, c.results);
+    relaunch_baseline<64>(c.dev, c.s, c.results);
+    relaunch_baseline<256>(c.dev, c.s, c.results);
+    relaunch_baseline<4096>(c.dev, c.s, c.results);
+  }
+  if (c.selected("spsc_baseline")) spsc_baseline(c.s, c.results);
+}
+
+} // namespace ringpipe::bench
