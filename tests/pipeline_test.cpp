@@ -416,7 +416,7 @@ TEST_F(PipelineTest, RingTooLargeForTheDeviceIsRefusedAndNothingIsHeld) {
       p.start();
       FAIL() << "a 4 TiB ring was accepted";
     } catch (const ringpipe::error& e) {
-      EXPECT_EQ(e.code(), std::make_error_code(std::errc::not_enough_memory)) << e.what();
+      EXPECT_EQ(e.code(), make_error_code(errc::out_of_memory)) << e.what();
       const std::string what = e.what();
       EXPECT_NE(what.find("k.out->sink.in"), std::string::npos) << what;
       EXPECT_NE(what.find("bytes"), std::string::npos) << what;

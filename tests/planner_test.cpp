@@ -161,6 +161,40 @@ TEST_F(PlannerTest, ForcedPersistentKernelsBeyondThePoolsBudgetAreRefused) {
                "three persistent kernels accepted on a pool of two workers");
 }
 
+TEST_F(PlannerTest, ForcedModeTheDeviceCannotRunIsRefusedAsUnsupportedNotAsBudget) {
+  pipeline p(rt, opts("forced-rusticl"));
+  auto src = p.add_source<sample>("src", no_messages());
+  kernel_options persistent;
+  persistent.mode = kernel_mode::persistent;
+  auto k = p.add_kernel<sample, sample>("k", map_kernel("twice"), on_device(2), persistent);
+  auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  expect_error([&] { (void)p.dry_run(); }, make_error_code(errc::unsupported_mode),
+               {"pipeline 'forced-rusticl': stage 'k' is forced to run persistent on #2 rusticl: llvmpipe, which "
+                "runs only batched"},
+               "persistent kernel accepted on a device without SVM");
+}
+
+TEST_F(PlannerTest, CapacitiesAreCheckedWhereTheyAreGiven) {
+  pipeline_options zero = opts("zero");
+  zero.capacity = 0;
+  expect_error([&] { pipeline p(rt, zero); }, make_error_code(errc::invalid_argument),
+               {"pipeline 'zero': pipeline_options::capacity: capacity 0 is not a power of two"},
+               "a pipeline with capacity 0 was made");
+  pipeline p(rt, opts("odd"));
+  auto src = p.add_source<sample>("src", no_messages());
+  auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+  link_options three;
+  three.capacity = 3;
+  expect_error([&] { p.connect(src.out(), sink.in(), three); }, make_error_code(errc::invalid_argument),
+               {"pipeline 'odd': connection src.out -> sink.in: capacity 3 is not a power of two"},
+               "a connection of capacity 3 was accepted");
+  link_options default_capacity; // 0: the pipeline's
+  p.connect(src.out(), sink.in(), default_capacity);
+  EXPECT_EQ(p.dry_run().links.size(), 1u);
+}
+
 struct last_device final : placement_policy {
   std::size_t place(std::string_view, const topology& devices, std::span<const std::uint32_t>) const override {
     return devices.size() - 1;

@@ -38,6 +38,13 @@ TEST_F(program_test, IncludesResolveToEmbeddedSources) {
   EXPECT_FALSE(embedded_source("no/such.cl").has_value());
 }
 
+TEST_F(program_test, LinesOfTheUsersSourceKeepTheirFileAndNumberAfterIncludes) {
+  const auto text = resolve_includes("// one\n#include <ringpipe/ring.clh>\n// three\n", "user.cl");
+  EXPECT_EQ(text.rfind("#line 1 \"user.cl\"\n", 0), 0u) << "the source starts as user.cl, line 1";
+  EXPECT_NE(text.find("#line 1 \"ringpipe/ring.clh\""), std::string::npos);
+  EXPECT_NE(text.find("#line 3 \"user.cl\"\n// three"), std::string::npos) << text.substr(text.size() - 80);
+}
+
 TEST_F(program_test, UnknownIncludeIsRefused) {
   try {
     (void)resolve_includes("#include <missing/header.clh>\n");

@@ -22,6 +22,8 @@ enum class errc {
   invalid_argument, ///< a bad parameter (capacity, sizes, ...)
   invalid_pipeline, ///< a cycle, an unconnected port or an impossible link, found before launch
   stage_failed,     ///< a host stage's function threw
+  cancelled,        ///< a wait on a ring ended because its pipeline stopped or failed
+  out_of_memory,    ///< a ring, control block or buffer could not be allocated
 };
 
 const std::error_category& opencl_category() noexcept;
@@ -48,6 +50,8 @@ private:
 class build_error : public error {
 public:
   build_error(std::string kernel_name, std::string device_name, std::string log);
+  /// The same failure, its message prefixed with where it happened ("pipeline 'p': stage 's'").
+  build_error(const build_error& failure, const std::string& context);
   const std::string& kernel_name() const noexcept { return kernel_name_; }
   const std::string& build_log() const noexcept { return log_; }
 

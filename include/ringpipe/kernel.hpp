@@ -75,6 +75,8 @@ struct kernel_spec {
   std::string source;
   std::string name;
   std::string build_options; ///< added to the device's defaults
+  /// What build errors call the source, e.g. the file it was read from; empty: "kernel 'NAME'".
+  std::string source_name;
   /// Stateful kernels: bytes of zeroed device memory passed as the argument after
   /// RINGPIPE_KERNEL_PARAMS. It lives as long as the kernel, across relaunches of any mode.
   std::uint32_t state_bytes = 0;

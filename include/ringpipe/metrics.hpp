@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ringpipe {
@@ -58,6 +59,10 @@ struct pipeline_metrics {
   std::uint64_t copies = 0;      ///< batches copied through host memory by staged links
   double elapsed_s = 0;          ///< since start()
 
+  /// The row of stage `name` (movers by their name too), or null.
+  const stage_metrics* stage(std::string_view name) const noexcept;
+  /// The row of the link from port `from` ("a.out") to port `to` ("b.in"), or null.
+  const link_metrics* link(std::string_view from, std::string_view to) const noexcept;
   /// A fixed-width table, one row per stage and per link.
   std::string table() const;
   std::string json() const;

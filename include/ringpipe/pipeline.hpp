@@ -39,12 +39,12 @@ enum class fan_out {
 
 struct link_options {
   std::optional<link_kind> kind; ///< forced kind (direct needs ends that share memory)
-  std::uint32_t capacity = 0;    ///< ring slots; 0: the pipeline's default
+  std::uint32_t capacity = 0;    ///< ring slots (a power of two); 0: the pipeline's default
 };
 
 struct pipeline_options {
   std::string name = "pipeline";
-  std::uint32_t capacity = 1024;     ///< default ring slots per link
+  std::uint32_t capacity = 1024;     ///< default ring slots per link (a power of two)
   std::uint32_t staging_batch = 256; ///< messages a staged link or host stage moves per turn
   /// Run adjacent map kernels (RINGPIPE_MAP_KERNEL) of one program on one device as one kernel,
   /// when nothing else reads between them and their link is not forced: one resident kernel and
@@ -87,6 +87,9 @@ public:
   pipeline& operator=(const pipeline&) = delete;
 
   // --- declaring stages (names are unique; errors name them) ---
+  // Host functions (sources, host stages, sinks) run on the runtime's threads: one stage's
+  // function is called by one thread at a time, in message order; functions of different stages
+  // run concurrently, so state they share needs a lock or an atomic.
   /// A host generator: `gen()` returns the next message, or std::nullopt to end the stream.
   template <class T, class Gen> stage_ref<no_message, T> add_source(std::string name, Gen gen);
   /// A host function per message: `fn(in)` returns Out, or std::optional<Out> (nullopt drops it).
@@ -109,6 +112,9 @@ public:
   /// mismatch is refused naming both ports.
   void connect(const std::string& from, const std::string& to, link_options options = {});
   void set_fan_out(const std::string& stage, fan_out policy);
+  template <class In, class Out> void set_fan_out(stage_ref<In, Out> stage, fan_out policy) {
+    set_fan_out_id(stage.id, policy);
+  }
 
   // --- running ---
   /// Validates the graph and plans it (placement, fusion, link kinds, persistent budget) without
@@ -158,6 +164,7 @@ private:
   void set_consume(std::size_t id, byte_consume fn);
   void set_kernel(std::size_t id, kernel_spec spec, placement where, kernel_options options);
   void connect_ids(std::size_t from, std::size_t to, link_options options);
+  void set_fan_out_id(std::size_t stage, fan_out policy);
   std::shared_ptr<ring_buffer> port_ring(const std::string& name, const message_type& type, bool inlet);
 
   std::unique_ptr<detail::pipeline_impl> impl_;

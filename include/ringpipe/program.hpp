@@ -21,7 +21,9 @@ std::optional<std::string_view> embedded_source(std::string_view path);
 /// Replaces each `#include <path>` or `#include "path"` that names an embedded file with that
 /// file's text, recursively and once per file (the embedded headers need no include guards).
 /// Throws errc::invalid_argument for an include that names no embedded file.
-std::string resolve_includes(std::string_view source);
+/// `source_name` is what diagnostics call the source (the user's file name): #line directives
+/// make every build error point at the file and line it comes from.
+std::string resolve_includes(std::string_view source, std::string_view source_name = "kernel source");
 
 /// Programs built in one context, keyed on (source, build options, device).
 class program_cache {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <system_error>
@@ -88,6 +89,15 @@ public:
   /// Closed by the producer and empty: the stream has ended.
   bool drained() noexcept;
 
+  // --- either side ---
+  /// Wakes every push and pop blocked on the ring (ring<T>::push/pop with a timeout): they fail
+  /// with errc::cancelled and `reason`, and so do later blocking calls. The pipeline cancels its
+  /// rings when it stops or fails, naming the stop or the failed stage. The first reason stays.
+  void cancel(std::string reason) noexcept;
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
+  /// Why the ring was cancelled; empty before.
+  std::string cancel_reason() const;
+
   // --- either side (a snapshot) ---
   std::uint32_t size() const noexcept;
   bool closed() const noexcept;
@@ -123,7 +133,10 @@ private:
   alignas(64) std::uint32_t producer_tail_cache_ = 0; // producer side
   alignas(64) std::uint32_t consumer_head_cache_ = 0; // consumer side
   alignas(64) std::atomic<std::uint32_t> high_water_{0};
-  std::atomic<std::uint64_t> pushed_{0};             // producer side writes
+  std::atomic<std::uint64_t> pushed_{0}; // producer side writes
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex cancel_mutex_;
+  std::string cancel_reason_;                        // set once, before cancelled_
   alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes
 };
 
@@ -178,6 +191,8 @@ private:
 
 /// The error a blocked push or pop reports when its time runs out.
 error ring_timeout_error(const ring_buffer& r, bool push, std::chrono::nanoseconds timeout);
+/// The error a blocked push or pop reports when the ring was cancelled.
+error ring_cancelled_error(const ring_buffer& r, bool push);
 
 } // namespace ringpipe
 
@@ -196,22 +211,37 @@ template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std
 template <class T>
 bool ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
   ec.clear();
-  if (buffer_->try_push_bytes(&m)) return true;
-  if (ring_buffer::wait_until([&] { return buffer_->try_push_bytes(&m); }, timeout)) return true;
+  bool pushed = false;
+  const auto done = [&] { return buffer_->cancelled() || (pushed = buffer_->try_push_bytes(&m)); };
+  if (done() || ring_buffer::wait_until(done, timeout)) {
+    if (pushed) return true;
+    ec = make_error_code(errc::cancelled);
+    return false;
+  }
   ec = make_error_code(errc::timeout);
   return false;
 }
 
 template <class T> void ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout) {
   std::error_code ec;
-  if (!push(m, timeout, ec)) throw ring_timeout_error(*buffer_, true, timeout);
+  if (push(m, timeout, ec)) return;
+  if (ec == make_error_code(errc::cancelled)) throw ring_cancelled_error(*buffer_, true);
+  throw ring_timeout_error(*buffer_, true, timeout);
 }
 
 template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
   ec.clear();
   bool got = false;
-  const auto done = [&] { return (got = buffer_->try_pop_bytes(&m)) || buffer_->drained(); };
-  if (done() || ring_buffer::wait_until(done, timeout)) return got || buffer_->try_pop_bytes(&m);
+  // A cancelled ring gives nothing more: what it holds is counted by the stop that cancelled it.
+  const auto done = [&] { return buffer_->cancelled() || (got = buffer_->try_pop_bytes(&m)) || buffer_->drained(); };
+  if (done() || ring_buffer::wait_until(done, timeout)) {
+    if (got) return true;
+    if (buffer_->cancelled()) {
+      ec = make_error_code(errc::cancelled);
+      return false;
+    }
+    return buffer_->try_pop_bytes(&m);
+  }
   ec = make_error_code(errc::timeout);
   return false;
 }
@@ -219,6 +249,7 @@ template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds ti
 template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout) {
   std::error_code ec;
   const bool got = pop(m, timeout, ec);
+  if (ec == make_error_code(errc::cancelled)) throw ring_cancelled_error(*buffer_, false);
   if (ec) throw ring_timeout_error(*buffer_, false, timeout);
   return got;
 }

@@ -31,6 +31,8 @@ public:
     case errc::invalid_argument: return "invalid argument";
     case errc::invalid_pipeline: return "invalid pipeline";
     case errc::stage_failed: return "stage failed";
+    case errc::cancelled: return "cancelled: the pipeline stopped or failed";
+    case errc::out_of_memory: return "out of memory";
     }
     return "unknown ringpipe error";
   }
@@ -136,5 +138,8 @@ build_error::build_error(std::string kernel_name, std::string device_name, std::
     : error(errc::build_failed,
             "kernel '" + kernel_name + "' failed to build for device '" + device_name + "':\n" + log),
       kernel_name_(std::move(kernel_name)), log_(std::move(log)) {}
+
+build_error::build_error(const build_error& failure, const std::string& context)
+    : error(failure.code(), context + ": " + failure.what()), kernel_name_(failure.kernel_name_), log_(failure.log_) {}
 
 } // namespace ringpipe

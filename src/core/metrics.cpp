@@ -31,6 +31,18 @@ std::string clip(const std::string& s, std::size_t n) { return s.size() <= n ? s
 
 } // namespace
 
+const stage_metrics* pipeline_metrics::stage(std::string_view name) const noexcept {
+  for (const auto& s : stages)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+const link_metrics* pipeline_metrics::link(std::string_view from, std::string_view to) const noexcept {
+  for (const auto& l : links)
+    if (l.from == from && l.to == to) return &l;
+  return nullptr;
+}
+
 std::string pipeline_metrics::table() const {
   std::string t = format("%-22s %-7s %-24s %-10s %-9s %12s %12s %11s %10s %8s\n", "stage", "kind", "device", "mode",
                          "state", "in", "out", "queue", "high-water", "launches");

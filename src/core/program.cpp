@@ -7,9 +7,15 @@
 namespace ringpipe {
 namespace {
 
-void append_resolved(std::string_view source, std::string& out, std::set<std::string_view>& included) {
+// Pastes `source` (named `file` in diagnostics) with its embedded includes resolved. #line
+// directives keep every line attributed to its own file: after an included file, numbering
+// resumes in the includer at the line after the #include.
+void append_resolved(std::string_view source, std::string_view file, std::string& out,
+                     std::set<std::string_view>& included) {
   std::size_t pos = 0;
+  std::size_t number = 0; // of the current line in `file`
   while (pos < source.size()) {
+    ++number;
     auto end = source.find('\n', pos);
     if (end == std::string_view::npos) end = source.size();
     const auto line = source.substr(pos, end - pos);
@@ -28,8 +34,10 @@ void append_resolved(std::string_view source, std::string& out, std::set<std::st
       }
       if (included.insert(path).second) {
         out += "#line 1 \"" + std::string(path) + "\"\n";
-        append_resolved(*text, out, included);
-        out += "\n";
+        append_resolved(*text, path, out, included);
+        out += "\n#line " + std::to_string(number + 1) + " \"" + std::string(file) + "\"\n";
+      } else {
+        out += '\n'; // keeps the numbering
       }
     } else {
       out.append(line);
@@ -47,10 +55,10 @@ std::optional<std::string_view> embedded_source(std::string_view path) {
   return std::nullopt;
 }
 
-std::string resolve_includes(std::string_view source) {
-  std::string out;
+std::string resolve_includes(std::string_view source, std::string_view source_name) {
+  std::string out = "#line 1 \"" + std::string(source_name) + "\"\n";
   std::set<std::string_view> included;
-  append_resolved(source, out, included);
+  append_resolved(source, source_name, out, included);
   return out;
 }
 

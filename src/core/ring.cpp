@@ -30,7 +30,7 @@ ring_buffer::ring_buffer(std::uint32_t capacity, std::uint32_t slot_size, ring_o
   bytes_ = ring_bytes(capacity, slot_size);
   void* p = std::aligned_alloc(64, bytes_);
   if (p == nullptr) {
-    throw error(std::make_error_code(std::errc::not_enough_memory),
+    throw error(errc::out_of_memory,
                 "ring '" + options.name + "': cannot allocate " + std::to_string(bytes_) + " bytes of host memory");
   }
   header_ = static_cast<ring_header*>(p);
@@ -43,16 +43,15 @@ ring_buffer::ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_
   bytes_ = ring_bytes(capacity, slot_size);
   if (svm.fine_buffer && svm.atomics) {
     if (bytes_ > dev.info().max_alloc) {
-      throw error(std::make_error_code(std::errc::not_enough_memory),
-                  "ring '" + options.name + "': " + std::to_string(bytes_) + " bytes exceed device '" + dev.name() +
-                      "' maximum allocation of " + std::to_string(dev.info().max_alloc) + " bytes");
+      throw error(errc::out_of_memory, "ring '" + options.name + "': " + std::to_string(bytes_) +
+                                           " bytes exceed device '" + dev.name() + "' maximum allocation of " +
+                                           std::to_string(dev.info().max_alloc) + " bytes");
     }
     void* p =
         clSVMAlloc(dev.context()(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS, bytes_, 64);
     if (p == nullptr) {
-      throw error(std::make_error_code(std::errc::not_enough_memory),
-                  "ring '" + options.name + "': clSVMAlloc of " + std::to_string(bytes_) + " bytes failed on device '" +
-                      dev.name() + "'");
+      throw error(errc::out_of_memory, "ring '" + options.name + "': clSVMAlloc of " + std::to_string(bytes_) +
+                                           " bytes failed on device '" + dev.name() + "'");
     }
     memory_ = ring_memory::svm;
     svm_context_ = dev.context()();
@@ -61,7 +60,7 @@ ring_buffer::ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_
   } else {
     void* p = std::aligned_alloc(64, bytes_);
     if (p == nullptr) {
-      throw error(std::make_error_code(std::errc::not_enough_memory),
+      throw error(errc::out_of_memory,
                   "ring '" + options.name + "': cannot allocate " + std::to_string(bytes_) + " bytes of host memory");
     }
     header_ = static_cast<ring_header*>(p);
@@ -191,6 +190,23 @@ std::uint32_t ring_buffer::size() const noexcept {
 
 bool ring_buffer::closed() const noexcept {
   return (std::atomic_ref(header_->flags).load(std::memory_order_acquire) & ring_closed) != 0;
+}
+
+void ring_buffer::cancel(std::string reason) noexcept {
+  std::lock_guard lock(cancel_mutex_);
+  if (cancelled_.load(std::memory_order_relaxed)) return;
+  cancel_reason_ = std::move(reason);
+  cancelled_.store(true, std::memory_order_release);
+}
+
+std::string ring_buffer::cancel_reason() const {
+  std::lock_guard lock(cancel_mutex_);
+  return cancel_reason_;
+}
+
+error ring_cancelled_error(const ring_buffer& r, bool push) {
+  return error(errc::cancelled,
+               std::string(push ? "push to" : "pop from") + " ring '" + r.name() + "' ended: " + r.cancel_reason());
 }
 
 error ring_timeout_error(const ring_buffer& r, bool push, std::chrono::nanoseconds timeout) {

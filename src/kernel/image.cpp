@@ -68,6 +68,30 @@ std::optional<declaration> declared(const device& dev, const cl::Program& progra
   return declaration_from_launch(dev, sizes, name);
 }
 
+// A name the program does not define is said as such, with the kernels it does define.
+void refuse_unknown_kernel(const cl::Program& program, const std::string& name) {
+  std::string names;
+  try {
+    names = program.getInfo<CL_PROGRAM_KERNEL_NAMES>();
+  } catch (const cl::Error&) {
+    return; // not reported here: clCreateKernel will say it
+  }
+  std::string defined;
+  bool found = false;
+  for (std::size_t start = 0; start <= names.size();) {
+    auto end = names.find(';', start);
+    if (end == std::string::npos) end = names.size();
+    const auto kernel = names.substr(start, end - start);
+    start = end + 1;
+    if (kernel.empty() || kernel.ends_with("__ringpipe_sizes")) continue;
+    found = found || kernel == name;
+    defined += (defined.empty() ? "" : ", ") + kernel;
+  }
+  if (!found)
+    throw error(errc::invalid_argument, "kernel '" + name + "' is not defined by its program, which defines: " +
+                                            (defined.empty() ? std::string("no kernel") : defined));
+}
+
 } // namespace
 
 std::string describe_size(std::size_t bytes) {
@@ -83,7 +107,9 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
     : name_(spec.name), has_state_(spec.state_bytes > 0) {
   std::string build_options = base_build_options(dev);
   if (!spec.build_options.empty()) build_options += " " + spec.build_options;
-  program_ = dev.programs().get(dev, resolve_includes(spec.source), build_options, spec.name);
+  const auto source_name = spec.source_name.empty() ? "kernel '" + spec.name + "'" : spec.source_name;
+  program_ = dev.programs().get(dev, resolve_includes(spec.source, source_name), build_options, spec.name);
+  refuse_unknown_kernel(program_, spec.name);
   const auto sizes = declared(dev, program_, spec.name);
   if (!sizes) {
     throw error(errc::message_size, "kernel '" + spec.name +

@@ -31,11 +31,10 @@ public:
                                                   CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS,
                                                   sizeof(control_block), 64));
     if (ctl_ == nullptr)
-      throw error(std::make_error_code(std::errc::not_enough_memory),
-                  "kernel '" + c.image.name() +
-                      "': clSVMAlloc of its control block failed on "
-                      "device '" +
-                      c.dev.name() + "'");
+      throw error(errc::out_of_memory, "kernel '" + c.image.name() +
+                                           "': clSVMAlloc of its control block failed on "
+                                           "device '" +
+                                           c.dev.name() + "'");
     std::memset(static_cast<void*>(ctl_), 0, sizeof(control_block));
     idle_budget_now_ = c.mode == kernel_mode::persistent ? 0
                        : c.mode == kernel_mode::parked   ? std::max(1u, c.options.idle_budget)

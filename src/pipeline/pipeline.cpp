@@ -27,6 +27,12 @@ std::string demangle(const char* name) {
   return s;
 }
 
+// "an inlet", "a sink".
+std::string with_article(std::string_view word) {
+  const bool vowel = !word.empty() && std::string_view("aeiou").find(word[0]) != std::string_view::npos;
+  return (vowel ? "an " : "a ") + std::string(word);
+}
+
 struct pipeline_impl {
   pipeline_impl(runtime& r, pipeline_options o) : rt(r), options(std::move(o)) { g.name = options.name; }
   runtime& rt;
@@ -37,8 +43,19 @@ struct pipeline_impl {
 
 } // namespace detail
 
+namespace {
+// Ring capacities are checked where they are given, not at start().
+void check_capacity(std::uint32_t capacity, const std::string& where) {
+  if (capacity == 0 || (capacity & (capacity - 1)) != 0 || capacity > (1u << 30))
+    throw error(errc::invalid_argument,
+                where + ": capacity " + std::to_string(capacity) + " is not a power of two in [1, 2^30]");
+}
+} // namespace
+
 pipeline::pipeline(runtime& rt, pipeline_options options)
-    : impl_(std::make_unique<detail::pipeline_impl>(rt, std::move(options))) {}
+    : impl_(std::make_unique<detail::pipeline_impl>(rt, std::move(options))) {
+  check_capacity(impl_->options.capacity, "pipeline '" + impl_->options.name + "': pipeline_options::capacity");
+}
 
 pipeline::~pipeline() = default;
 
@@ -62,6 +79,9 @@ void pipeline::set_kernel(std::size_t id, kernel_spec spec, placement where, ker
 
 void pipeline::connect_ids(std::size_t from, std::size_t to, link_options options) {
   if (impl_->run) throw error(errc::invalid_pipeline, "connect() after start()");
+  if (options.capacity != 0) // 0: the pipeline's default
+    check_capacity(options.capacity, "pipeline '" + impl_->options.name + "': connection " + def(from).out_port() +
+                                         " -> " + def(to).in_port());
   impl_->g.connect(from, to, options);
 }
 
@@ -87,7 +107,8 @@ void pipeline::connect(const std::string& from, const std::string& to, link_opti
   connect_ids(a, b, options);
 }
 
-void pipeline::set_fan_out(const std::string& stage, fan_out policy) { def(impl_->g.find(stage)).policy = policy; }
+void pipeline::set_fan_out(const std::string& stage, fan_out policy) { set_fan_out_id(impl_->g.find(stage), policy); }
+void pipeline::set_fan_out_id(std::size_t stage, fan_out policy) { def(stage).policy = policy; }
 
 pipeline_plan pipeline::dry_run() const {
   return detail::make_plan(impl_->g, impl_->rt.devices(), impl_->options).summary(impl_->g);
@@ -116,8 +137,8 @@ std::shared_ptr<ring_buffer> pipeline::port_ring(const std::string& name, const 
   auto& s = def(id);
   const auto want = inlet ? stage_kind::inlet : stage_kind::outlet;
   if (s.kind != want)
-    throw error(errc::invalid_argument, "stage '" + name + "' is a " + std::string(to_string(s.kind)) + ", not an " +
-                                            std::string(to_string(want)));
+    throw error(errc::invalid_argument, "stage '" + name + "' is " + detail::with_article(to_string(s.kind)) +
+                                            ", not " + detail::with_article(to_string(want)));
   const auto& t = inlet ? s.out : s.in;
   if (t.type != type.type)
     throw error(errc::message_size, std::string(inlet ? "inlet" : "outlet") + " '" + name + "' carries " +

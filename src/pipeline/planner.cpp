@@ -16,6 +16,7 @@ struct planning {
 
   void place();
   void fuse();
+  void check_modes() const;
   void check_budget() const;
   void choose_links();
 };
@@ -80,6 +81,23 @@ void planning::fuse() {
       p.stages[e.to].out_edges.clear();
       p.stages[e.to].fused_into = ai;
     }
+  }
+}
+
+// A forced mode the device cannot run at all: refused before budgets are even counted.
+void planning::check_modes() const {
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    const auto& s = g.stages[i];
+    if (!s.is_kernel() || p.stages[i].fused_into || !s.kernel_opts.mode) continue;
+    const auto& dev = topo[*p.stages[i].device];
+    if (dev.info().supports(*s.kernel_opts.mode)) continue;
+    std::string modes;
+    for (const auto m : dev.info().modes)
+      modes += (modes.empty() ? "" : ", ") + std::string(to_string(m));
+    throw error(errc::unsupported_mode, "pipeline '" + g.name + "': stage '" + s.name + "' is forced to run " +
+                                            std::string(to_string(*s.kernel_opts.mode)) + " on " + dev.label() +
+                                            ", which runs only " + modes +
+                                            " (persistent and parked need fine-grained SVM with SVM atomics)");
   }
 }
 
@@ -149,6 +167,7 @@ plan make_plan(const graph& g, const topology& devices, const pipeline_options& 
     run.p.links[ei].from = g.edges[ei].from;
   run.place();
   run.fuse();
+  run.check_modes();
   run.check_budget();
   run.choose_links();
   return std::move(run.p);

@@ -21,7 +21,7 @@ runner::runner(runtime& rt, const graph& g, plan p, const pipeline_options& opti
     : rt_(rt), g_(g), plan_(std::move(p)), options_(options), stages_(g.stages.size()), links_(g.edges.size()) {}
 
 runner::~runner() {
-  halt();
+  halt("pipeline '" + g_.name + "' was destroyed");
   join();
   // Kernels stop in their destructors (at once, waiting for their launches to return), and may
   // notify this runner on the way: before its members go.
@@ -45,7 +45,7 @@ void runner::start() {
     for (auto& s : stages_)
       if (s.kernel) s.kernel->start_buffers(s.kernel_in, s.kernel_out);
   } catch (...) {
-    halt();
+    halt("pipeline '" + g_.name + "' failed to start");
     throw;
   }
   start_time_ = std::chrono::steady_clock::now();
@@ -63,10 +63,16 @@ void runner::build_kernels() {
     try {
       stages_[i].kernel = std::make_unique<ring_kernel_base>(rt_, rt_.devices()[*ps.device], ps.spec, s.in.size,
                                                              ps.out.size, s.kernel_opts);
+    } catch (const build_error& e) {
+      throw build_error(e, "pipeline '" + g_.name + "': stage '" + s.name + "'"); // keeps the log
     } catch (const ringpipe::error& e) {
       throw error(e.code(), "pipeline '" + g_.name + "': stage '" + s.name + "': " + e.what());
     }
-    stages_[i].kernel->on_exit([this] { notify(); });
+    // A kernel's failure fails the pipeline at once, whether or not anyone is in wait().
+    stages_[i].kernel->on_exit([this, i] {
+      if (auto f = stages_[i].kernel->failure()) record_failure(g_.stages[i].name, f);
+      notify();
+    });
   }
 }
 
@@ -221,15 +227,14 @@ void runner::record_failure(const std::string& stage, const std::exception_ptr& 
     what = x.what();
   } catch (...) {
   }
-  auto wrapped =
-      std::make_exception_ptr(error(code, "pipeline '" + g_.name + "': stage '" + stage + "' failed: " + what));
+  const std::string message = "pipeline '" + g_.name + "': stage '" + stage + "' failed: " + what;
   {
     std::lock_guard lock(mutex_);
     if (first_failure_) return;
-    first_failure_ = wrapped;
+    first_failure_ = std::make_exception_ptr(error(code, message));
   }
   changed_.notify_all();
-  halt();
+  halt(message);
 }
 
 std::exception_ptr runner::failure() const {
@@ -237,12 +242,21 @@ std::exception_ptr runner::failure() const {
   return first_failure_;
 }
 
-// Stops every actor and kernel at once; returns without waiting.
-void runner::halt() noexcept {
+void runner::halt(const std::string& reason) noexcept {
   for (auto& a : actors_)
     a->stop();
   for (auto& s : stages_)
     if (s.kernel) s.kernel->stop_now();
+  cancel_rings(reason);
+}
+
+void runner::cancel_rings(const std::string& reason) noexcept {
+  for (auto& l : links_)
+    for (const auto* r : {&l.producer_ring, &l.consumer_ring})
+      if (*r) (*r)->cancel(reason);
+  for (auto& s : stages_)
+    for (const auto* r : {&s.kernel_in, &s.kernel_out, &s.port})
+      if (*r) (*r)->cancel(reason);
 }
 
 // Waits for actors to leave their loops (they hold callbacks into this object) and for kernels'
@@ -286,8 +300,7 @@ void runner::wait(std::chrono::nanoseconds timeout) {
     lock.lock();
     if (auto f = first_failure_) {
       lock.unlock();
-      halt();
-      join();
+      join(); // record_failure() halted everything
       std::rethrow_exception(f);
     }
     bool done = true;
@@ -311,7 +324,7 @@ void runner::wait(std::chrono::nanoseconds timeout) {
 
 stop_report runner::stop() noexcept {
   stop_report report;
-  halt();
+  halt("pipeline '" + g_.name + "' was stopped");
   join();
   // Every ring once: a direct link's ring is both a link's and a kernel's.
   std::vector<const ring_buffer*> seen;

@@ -52,7 +52,10 @@ private:
   std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
   void record_failure(const std::string& stage, const std::exception_ptr& e);
   void notify() noexcept;
-  void halt() noexcept;
+  /// Stops every stage and kernel at once and cancels every ring with `reason`, waking whoever
+  /// waits on one (application threads included); returns without waiting.
+  void halt(const std::string& reason) noexcept;
+  void cancel_rings(const std::string& reason) noexcept;
   void join();
   bool finished(std::size_t stage) const;
   std::string why_running(std::size_t stage) const;
