@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <future>
+#include <regex>
 #include <thread>
 
 using namespace ringpipe;
@@ -87,6 +89,23 @@ TEST_F(FailureTest, StopReleasesAThreadBlockedInPushWithinMilliseconds) {
       << o.what;
   EXPECT_LT(o.at - stopped_at, 100ms);
   EXPECT_EQ(report.undelivered, 4u) << report.text();
+}
+
+TEST_F(FailureTest, StopReportNamesAStagedLinkAsDeclared) {
+  pipeline p(rt(), {"report"});
+  auto in = p.add_inlet<msg>("in");
+  auto out = p.add_outlet<msg>("out");
+  link_options staged;
+  staged.kind = link_kind::staged; // two rings and a host mover behind one declared link
+  p.connect(in.out(), out.in(), staged);
+  p.start();
+  auto inlet = p.inlet<msg>("in");
+  for (std::uint32_t s = 0; s < 20; ++s)
+    inlet.push(make_test_message<16>(s), 5s);
+  const auto report = p.stop();
+  EXPECT_EQ(report.undelivered, 20u) << report.text();
+  ASSERT_EQ(report.rings.size(), 1u) << report.text();
+  EXPECT_EQ(report.rings[0].ring, "in.out->out.in") << "the user's link, not the mover's rings: " << report.text();
 }
 
 TEST_F(FailureTest, UpstreamKernelFailureReleasesAPopNamingTheStage) {
@@ -187,6 +206,38 @@ TEST_F(FailureTest, OutletAskedForAsAnInletSaysWhatItIs) {
   ringpipe::testing::expect_error([&] { (void)p.inlet<msg>("out"); }, make_error_code(errc::invalid_argument),
                                   {"stage 'out' is an outlet, not an inlet"}, "an outlet was handed out as an inlet");
   (void)p.stop();
+}
+
+// A kernel stuck in an endless loop (OpenCL cannot kill it): the failure is thrown from wait()
+// once the stall is seen, stop() and the destructors give up on it within give_up_after, and the
+// process still exits. Run as a child process, so that the stuck worker dies with it.
+TEST_F(FailureTest, NeverReturningKernelDoesNotHoldUpWaitStopDestructorsOrExit) {
+  if (!ringpipe::testing::is_pocl(topo()[0]))
+    GTEST_SKIP() << "the stuck kernel needs a device whose heartbeat the host reads (PoCL's SVM)";
+  const auto t0 = clock_type::now();
+  std::string out;
+  FILE* child = popen("timeout 60 " STUCK_KERNEL_CHILD " 2>&1; echo \"exit $?\"", "r");
+  ASSERT_NE(child, nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, child)) > 0;)
+    out.append(buf, n);
+  pclose(child);
+  EXPECT_LT(clock_type::now() - t0, 20s) << out;
+  EXPECT_NE(out.find("exit 0"), std::string::npos) << "the process did not exit cleanly:\n" << out;
+  const auto took = [&](const char* what) {
+    std::smatch m;
+    const std::regex re(std::string(what) + " (\\d+) ms");
+    return std::regex_search(out, m, re) ? std::stol(m[1]) : -1L;
+  };
+  // stall_timeout 500 ms + 1 s; give_up_after 500 ms (+ slack for a loaded machine) each.
+  EXPECT_GE(took("wait threw after"), 0) << out;
+  EXPECT_LT(took("wait threw after"), 1500) << out;
+  EXPECT_LT(took("stop took"), 1000) << out;
+  EXPECT_LT(took("pipeline destructor took"), 1000) << out;
+  EXPECT_LT(took("runtime destructor took"), 1000) << out;
+  EXPECT_GE(took("runtime destructor took"), 0) << out;
+  EXPECT_NE(out.find("stage 'stuck' failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("never returned; its device objects are left allocated"), std::string::npos) << out;
 }
 
 } // namespace

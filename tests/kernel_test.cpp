@@ -362,6 +362,7 @@ TEST_F(KernelTest, AnyDeviceStalledKernelIsReportedWithItsName) {
   ring<msg16> in(dev, 64, {"stall-in"}), out(dev, 64, {"stall-out"});
   kernel_options options;
   options.stall_timeout = reachable ? 300ms : 20ms;
+  options.first_launch_timeout = options.stall_timeout; // the stall is in the first batch
   map16 k(rt(), dev, test_kernel("test_stall_at"), options);
   constexpr std::uint32_t stall_at = 5;
   k.set_arg(0, stall_at);

@@ -72,6 +72,17 @@ TEST_F(LinkAgreement, InfoReportsTheKindEveryTwoKernelPipelineBuilds) {
           << topo()[from].label() << " -> " << topo()[to].label();
       EXPECT_EQ(link->kind, p.dry_run().find_link("a.out", "b.in")->kind);
       EXPECT_EQ(link->messages, count);
+      // The copies the summary counts are the links' batches, and every staged link copied.
+      std::uint64_t batches = 0;
+      for (const auto& l : m.links) {
+        batches += l.batches;
+        if (l.kind == link_kind::staged) {
+          EXPECT_GT(l.batches, 0u) << l.from << " -> " << l.to << " copied nothing";
+        } else {
+          EXPECT_EQ(l.batches, 0u) << l.from << " -> " << l.to;
+        }
+      }
+      EXPECT_EQ(batches, m.copies) << m.table();
       EXPECT_EQ(received, count) << "every message once, in order, over " << to_string(link->kind);
     }
   }

@@ -385,6 +385,7 @@ TEST_F(PipelineTest, StalledKernelFailsThePipelineWithTheStageName) {
                kernel_arg::of(reachable ? std::uint32_t{0xffffffff} : std::uint32_t{1} << 30)};
   kernel_options options;
   options.stall_timeout = reachable ? 500ms : 20ms; // unreachable: before the kernel gives up
+  options.first_launch_timeout = options.stall_timeout;
   auto k = p.add_kernel<msg, msg>("staller", spec, on_device(0), options);
   std::atomic<std::uint32_t> delivered{0};
   auto sink = p.add_sink<msg>("sink", [&](const msg&) { delivered.fetch_add(1); });

@@ -96,6 +96,9 @@ struct kernel_options {
   /// A running kernel whose heartbeat does not advance this long, or a launched one that does
   /// not start, is reported as stalled.
   std::chrono::milliseconds stall_timeout{3000};
+  /// The same for the first batch of a kernel on a device without shared memory, which includes
+  /// the driver compiling it (Mesa's llvmpipe compiles on the first launch: seconds under load).
+  std::chrono::milliseconds first_launch_timeout{60000};
 };
 
 struct kernel_stats {
@@ -138,6 +141,10 @@ public:
   /// Waits until the kernel's last launch has returned and it is stopped or faulted; false if
   /// that took longer than `timeout`. Never throws.
   bool wait_exited(std::chrono::nanoseconds timeout) noexcept;
+  /// Gives up on a kernel whose launch does not return (OpenCL cannot kill it): the destructor
+  /// then returns at once, and the kernel's memory (rings, control block, queues) stays allocated
+  /// until the launch returns, or for good if it never does (reported on stderr). Never throws.
+  void detach() noexcept;
   /// Waits until the kernel has stopped (its input ended) and rethrows its failure, if any.
   void wait(std::chrono::nanoseconds timeout = std::chrono::seconds(10));
   /// The failure (fault, stall, launch error) if the kernel failed, else null.

@@ -45,7 +45,8 @@ struct link_metrics {
   bool forced = false;        ///< the kind was forced by the application
   std::uint64_t messages = 0; ///< delivered over the link
   std::uint64_t bytes = 0;
-  std::uint64_t batches = 0;  ///< staged links: copies made
+  std::uint64_t batches = 0;  ///< staged links: batches copied (by a host mover, and by each kernel end
+                              ///< on a device without shared memory, one per launch)
   std::uint32_t capacity = 0; ///< ring slots on the link (both rings for a staged link)
   std::uint32_t high_water = 0;
 };
@@ -56,7 +57,7 @@ struct pipeline_metrics {
   std::uint32_t direct_links = 0;
   std::uint32_t staged_links = 0;
   std::uint32_t fused_links = 0; ///< stages run in one kernel: no ring, messages not counted
-  std::uint64_t copies = 0;      ///< batches copied through host memory by staged links
+  std::uint64_t copies = 0;      ///< batches copied through host memory: the sum of the links' batches
   double elapsed_s = 0;          ///< since start()
 
   /// The row of stage `name` (movers by their name too), or null.

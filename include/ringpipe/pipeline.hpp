@@ -50,6 +50,10 @@ struct pipeline_options {
   /// when nothing else reads between them and their link is not forced: one resident kernel and
   /// no ring instead of two kernels polling a ring. plan() and metrics() show fused links.
   bool fuse_kernels = true;
+  /// How long stop() and the destructor wait for stages to leave before giving up on them. A
+  /// kernel that has not returned by then (OpenCL cannot kill a launch) is reported and detached:
+  /// its memory stays allocated while it runs, and is leaked if it never returns.
+  std::chrono::milliseconds give_up_after{500};
   /// Places kernel stages that name no device; null: freest_device.
   std::shared_ptr<const placement_policy> placement = nullptr;
 };

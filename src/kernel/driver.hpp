@@ -12,6 +12,7 @@
 
 #include <ringpipe/kernel.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>

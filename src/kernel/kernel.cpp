@@ -25,6 +25,7 @@ ring_kernel_base::ring_kernel_base(runtime& rt, const device& dev, kernel_spec s
 ring_kernel_base::~ring_kernel_base() {
   if (!proxy_->started()) return;
   proxy_->request_stop(kernel_stop::now);
+  if (proxy_->detached()) return; // given up on: its proxy lives while the launch runs
   // Wait for the launch itself to return (a failure alone does not mean it has). If it does not,
   // its memory stays alive with the proxy, which the pending step keeps: say so rather than block
   // forever.
@@ -61,6 +62,10 @@ void ring_kernel_base::on_exit(std::function<void()> fn) {
 
 bool ring_kernel_base::wait_exited(std::chrono::nanoseconds timeout) noexcept {
   return !proxy_->started() || proxy_->wait_exited(timeout);
+}
+
+void ring_kernel_base::detach() noexcept {
+  if (proxy_->started()) proxy_->detach();
 }
 
 void ring_kernel_base::stop_now() noexcept {

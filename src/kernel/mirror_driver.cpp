@@ -136,6 +136,7 @@ private:
   unsigned in_flight_lanes_ = 0;
   cl::Event running_; // the last lane's chain completes last
   std::uint64_t mirrored_in_ = 0, mirrored_out_ = 0;
+  std::uint64_t returned_batches_ = 0;
   clock::time_point heartbeat_stamp_;
 };
 
@@ -238,6 +239,7 @@ void mirror_driver::enqueue_chain(lane& l) {
 
 // A lane's chain has completed: hand its results on and return its input slots.
 bool mirror_driver::complete_batch(lane& l) {
+  ++returned_batches_;
   const std::uint32_t produced = l.out_header.head - l.out_start;
   if (produced > l.n) throw error(errc::kernel_fault, "produced more results than the batch had room for");
   if (c_.has_output && produced > 0) {
@@ -265,7 +267,11 @@ bool mirror_driver::complete_batch(lane& l) {
 // cannot be told to stop (its control block is a device buffer), so it is reaped when it returns.
 bool mirror_driver::watch_batch(const lane& l) {
   const auto waited = clock::now() - heartbeat_stamp_;
-  if (waited < c_.options.stall_timeout) return false;
+  // The first batch also pays for the driver compiling the kernel (llvmpipe does it then).
+  const auto allowance = returned_batches_ > 0 ? std::chrono::nanoseconds(c_.options.stall_timeout)
+                                               : std::max<std::chrono::nanoseconds>(c_.options.stall_timeout,
+                                                                                    c_.options.first_launch_timeout);
+  if (waited < allowance) return false;
   c_.life.fail(std::make_exception_ptr(
       error(errc::stalled, "kernel '" + c_.image.name() + "' on device '" + c_.dev.name() + "' stalled: its batch of " +
                                std::to_string(l.n) + " messages from ring '" + c_.in.name() +

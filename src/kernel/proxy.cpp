@@ -2,9 +2,16 @@
 
 #include <boost/asio/dispatch.hpp>
 
+#include <cstdio>
 #include <future>
 
 namespace ringpipe::detail {
+namespace {
+// Keeps an object alive for good: what a launch that never returns still uses.
+template <class T> void leak(T&& object) {
+  (void)new std::decay_t<T>(std::forward<T>(object)); // NOLINT(cppcoreguidelines-owning-memory): on purpose
+}
+} // namespace
 
 kernel_proxy::kernel_proxy(runtime& rt, const device& d, kernel_spec s, std::size_t in_b, std::size_t out_b,
                            kernel_options o)
@@ -186,6 +193,19 @@ bool kernel_proxy::wait_exited(std::chrono::nanoseconds timeout) {
 }
 
 void kernel_proxy::release_device_objects() noexcept {
+  if (driver_ && driver_->in_flight() && !driver_->launch_returned()) {
+    // A launch that never returned still reads and writes this memory, and releasing its queue
+    // would wait for it: leak it all, and say so.
+    std::fprintf(stderr, "ringpipe: kernel '%s' on device '%s' never returned; its device objects are left allocated\n",
+                 spec_.name.c_str(), dev_.name().c_str());
+    leak(std::move(driver_));
+    leak(std::move(*image_));
+    image_.reset();
+    leak(std::move(in_));
+    leak(std::move(out_));
+    has_input_ = has_output_ = false;
+    return;
+  }
   if (driver_) driver_->release();
   if (image_) image_->release();
   in_.reset(); // rings the kernel was the last to hold (SVM or device memory)

@@ -27,6 +27,9 @@ public:
   // ---- caller's thread ----
   void set_arg(unsigned index, const void* value, std::size_t size) { image_->set_arg(index, value, size); }
   void on_exit(std::function<void()> fn) { on_exit_ = std::move(fn); }
+  /// Given up on (see ring_kernel_base::detach): its objects are leaked if the launch never returns.
+  void detach() noexcept { detached_.store(true, std::memory_order_release); }
+  bool detached() const noexcept { return detached_.load(std::memory_order_acquire); }
   void start(std::shared_ptr<ring_buffer> input, std::shared_ptr<ring_buffer> output);
   /// Any thread: raises the stop request (run < drain < now) and wakes the proxy.
   void request_stop(kernel_stop s);
@@ -91,6 +94,7 @@ private:
   kernel_counters counters_;
   std::atomic<kernel_stop> stop_request_{kernel_stop::run};
   std::atomic<bool> finished_{false};
+  std::atomic<bool> detached_{false};
   mutable std::mutex mutex_;
   std::condition_variable done_;
   std::exception_ptr failure_;

@@ -113,12 +113,13 @@ pipeline_metrics runner::metrics() const {
     sm.mode = "actor";
     actor_metrics(sm, *a);
     m.stages.push_back(std::move(sm));
-    m.copies += a->batches.load();
   }
-  // Kernels on devices without shared memory copy every batch in and out of device buffers.
-  for (std::size_t i = 0; i < stages_.size(); ++i)
-    if (stages_[i].kernel && !reaches_shared_memory(rt_.devices()[*plan_.stages[i].device]))
-      m.copies += stages_[i].kernel->stats().launches;
+  // A kernel end of a link on a device without shared memory copies each of its batches through
+  // pinned memory: one copy on that link per launch.
+  const auto mirrored_launches = [&](const std::optional<std::size_t>& dev, std::size_t stage) -> std::uint64_t {
+    if (!dev || reaches_shared_memory(rt_.devices()[*dev]) || !stages_[stage].kernel) return 0;
+    return stages_[stage].kernel->stats().launches;
+  };
   for (std::size_t ei = 0; ei < g_.edges.size(); ++ei) {
     const auto& e = g_.edges[ei];
     const auto& lr = links_[ei];
@@ -129,7 +130,11 @@ pipeline_metrics runner::metrics() const {
     lm.forced = e.options.kind.has_value();
     if (lr.delivered) lm.messages = lr.delivered();
     lm.bytes = lm.messages * plan_.stages[plan_.links[ei].from].out.size;
-    if (lr.mover) lm.batches = lr.mover->batches.load();
+    const auto& pl = plan_.links[ei];
+    if (lm.kind == link_kind::staged)
+      lm.batches = (lr.mover ? lr.mover->batches.load() : 0) + mirrored_launches(pl.producer_dev, pl.from) +
+                   mirrored_launches(pl.consumer_dev, e.to);
+    m.copies += lm.batches;
     if (lr.consumer_ring) {
       lm.capacity = lr.consumer_ring->capacity();
       lm.high_water = lr.consumer_ring->high_water();

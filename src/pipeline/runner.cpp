@@ -18,11 +18,14 @@ std::shared_ptr<ring_buffer> make_ring(const std::optional<device>& near, std::u
 } // namespace
 
 runner::runner(runtime& rt, const graph& g, plan p, const pipeline_options& options)
-    : rt_(rt), g_(g), plan_(std::move(p)), options_(options), stages_(g.stages.size()), links_(g.edges.size()) {}
+    : rt_(rt), g_(g), plan_(std::move(p)), options_(options), stages_(g.stages.size()), links_(g.edges.size()) {
+  events_->target = this;
+}
 
 runner::~runner() {
   halt("pipeline '" + g_.name + "' was destroyed");
-  join();
+  join(std::chrono::steady_clock::now() + options_.give_up_after);
+  events_->with([](runner& r) { r.events_->target = nullptr; }); // stages left behind call nobody
   // Kernels stop in their destructors (at once, waiting for their launches to return), and may
   // notify this runner on the way: before its members go.
   for (auto& s : stages_)
@@ -30,8 +33,10 @@ runner::~runner() {
 }
 
 std::shared_ptr<host_stage> runner::add_actor(std::shared_ptr<host_stage> a) {
-  a->on_failure = [this, name = a->name()](const std::exception_ptr& e) { record_failure(name, e); };
-  a->on_exit = [this] { notify(); };
+  a->on_failure = [events = events_, name = a->name()](const std::exception_ptr& e) {
+    events->with([&](runner& r) { r.record_failure(name, e); });
+  };
+  a->on_exit = [events = events_] { events->with([](runner& r) { r.notify(); }); };
   actors_.push_back(a);
   return a;
 }
@@ -69,9 +74,11 @@ void runner::build_kernels() {
       throw error(e.code(), "pipeline '" + g_.name + "': stage '" + s.name + "': " + e.what());
     }
     // A kernel's failure fails the pipeline at once, whether or not anyone is in wait().
-    stages_[i].kernel->on_exit([this, i] {
-      if (auto f = stages_[i].kernel->failure()) record_failure(g_.stages[i].name, f);
-      notify();
+    stages_[i].kernel->on_exit([events = events_, i] {
+      events->with([i](runner& r) {
+        if (auto f = r.stages_[i].kernel->failure()) r.record_failure(r.g_.stages[i].name, f);
+        r.notify();
+      });
     });
   }
 }
@@ -259,17 +266,21 @@ void runner::cancel_rings(const std::string& reason) noexcept {
       if (*r) (*r)->cancel(reason);
 }
 
-// Waits for actors to leave their loops (they hold callbacks into this object) and for kernels'
-// launches to return.
-void runner::join() {
+void runner::join(std::chrono::steady_clock::time_point deadline) {
+  const auto left = [&] { return std::max(deadline - std::chrono::steady_clock::now(), std::chrono::nanoseconds(0)); };
   for (auto& a : actors_)
-    if (!a->wait_exited(std::chrono::seconds(30)))
-      std::fprintf(stderr, "ringpipe: pipeline '%s': stage '%s' did not leave its function within 30 s\n",
+    if (!a->wait_exited(left()))
+      std::fprintf(stderr, "ringpipe: pipeline '%s': stage '%s' is still in its function; given up on\n",
                    g_.name.c_str(), a->name().c_str());
-  for (std::size_t i = 0; i < stages_.size(); ++i)
-    if (stages_[i].kernel && !stages_[i].kernel->wait_exited(std::chrono::seconds(10)))
-      std::fprintf(stderr, "ringpipe: pipeline '%s': kernel stage '%s' did not stop within 10 s\n", g_.name.c_str(),
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    auto& k = stages_[i].kernel;
+    if (k && !stages_[i].given_up && !k->wait_exited(left())) {
+      stages_[i].given_up = true;
+      std::fprintf(stderr, "ringpipe: pipeline '%s': kernel stage '%s' has not returned; detached\n", g_.name.c_str(),
                    g_.stages[i].name.c_str());
+      k->detach();
+    }
+  }
 }
 
 // Whether a stage has seen the end of its stream (a stage that consumes a mover's output can only
@@ -299,8 +310,9 @@ void runner::wait(std::chrono::nanoseconds timeout) {
         if (auto f = stages_[i].kernel->failure()) record_failure(g_.stages[i].name, f);
     lock.lock();
     if (auto f = first_failure_) {
+      // record_failure() halted everything: wait, up to give_up_after, for it to stop.
       lock.unlock();
-      join(); // record_failure() halted everything
+      join(clock::now() + options_.give_up_after);
       std::rethrow_exception(f);
     }
     bool done = true;
@@ -325,25 +337,26 @@ void runner::wait(std::chrono::nanoseconds timeout) {
 stop_report runner::stop() noexcept {
   stop_report report;
   halt("pipeline '" + g_.name + "' was stopped");
-  join();
-  // Every ring once: a direct link's ring is both a link's and a kernel's.
+  join(std::chrono::steady_clock::now() + options_.give_up_after);
+  // Every ring once, named as the user knows it: a link's rings (one, or two around a mover) under
+  // the link's name; the ring a merge feeds or a split drains under the kernel's port.
   std::vector<const ring_buffer*> seen;
-  auto count = [&](const std::shared_ptr<ring_buffer>& r) {
-    if (!r || std::find(seen.begin(), seen.end(), r.get()) != seen.end()) return;
-    seen.push_back(r.get());
-    if (const auto n = r->size(); n > 0) {
-      report.undelivered += n;
-      report.rings.push_back({r->name(), n});
-    }
+  auto count = [&](const std::string& name, std::initializer_list<const std::shared_ptr<ring_buffer>*> rings) {
+    std::uint64_t n = 0;
+    for (const auto* r : rings)
+      if (*r && std::find(seen.begin(), seen.end(), r->get()) == seen.end()) {
+        seen.push_back(r->get());
+        n += (*r)->size();
+      }
+    if (n == 0) return;
+    report.undelivered += n;
+    report.rings.push_back({name, n});
   };
-  for (const auto& l : links_) {
-    count(l.producer_ring);
-    count(l.consumer_ring);
-  }
-  for (const auto& s : stages_) {
-    count(s.kernel_in);
-    count(s.kernel_out);
-    count(s.port);
+  for (std::size_t ei = 0; ei < links_.size(); ++ei)
+    count(g_.edges[ei].ring_name(), {&links_[ei].producer_ring, &links_[ei].consumer_ring});
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    count(g_.stages[i].in_port() + " (merged)", {&stages_[i].kernel_in});
+    count(g_.stages[i].out_port() + " (to split)", {&stages_[i].kernel_out});
   }
   return report;
 }

@@ -19,6 +19,7 @@ struct stage_run {
   std::shared_ptr<ring_buffer> kernel_in, kernel_out;
   std::shared_ptr<host_stage> actor;
   std::shared_ptr<ring_buffer> port; // inlets and outlets
+  bool given_up = false;             // a kernel that did not return in time: detached
 };
 
 struct link_run {
@@ -26,6 +27,17 @@ struct link_run {
   std::shared_ptr<ring_buffer> consumer_ring; // where the consumer side pops (same ring unless a mover)
   std::shared_ptr<host_stage> mover;          // copies producer_ring -> consumer_ring
   std::function<std::uint64_t()> delivered;   // messages the consumer side has taken
+};
+
+/// What stages and kernels call back into. It outlives the runner when a stage or a detached
+/// kernel it gave up on still runs: the runner disconnects it on destruction.
+struct runner_events {
+  std::mutex mutex;
+  class runner* target = nullptr;
+  template <class Fn> void with(Fn&& fn) {
+    std::lock_guard lock(mutex);
+    if (target != nullptr) fn(*target);
+  }
 };
 
 class runner {
@@ -50,13 +62,19 @@ private:
   void realize_stages();
   void count_deliveries();
   std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
+
+public: // for runner_events
   void record_failure(const std::string& stage, const std::exception_ptr& e);
   void notify() noexcept;
+
+private:
   /// Stops every stage and kernel at once and cancels every ring with `reason`, waking whoever
   /// waits on one (application threads included); returns without waiting.
   void halt(const std::string& reason) noexcept;
   void cancel_rings(const std::string& reason) noexcept;
-  void join();
+  /// Waits, until `deadline` at most, for stages to leave and kernels' launches to return;
+  /// reports and detaches those that do not.
+  void join(std::chrono::steady_clock::time_point deadline);
   bool finished(std::size_t stage) const;
   std::string why_running(std::size_t stage) const;
   std::string stage_label(std::size_t stage) const;
@@ -70,6 +88,7 @@ private:
   std::vector<std::shared_ptr<host_stage>> actors_; // every host stage, movers included
   std::chrono::steady_clock::time_point start_time_;
 
+  std::shared_ptr<runner_events> events_ = std::make_shared<runner_events>();
   mutable std::mutex mutex_;
   std::condition_variable changed_; // a stage finished, left or failed
   std::exception_ptr first_failure_;

@@ -225,3 +225,40 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_verify(RINGPIP
   }
   rp_end(ctl, state);
 }
+
+// Raw kernel that never comes back: passes messages on like test_map until sequence number
+// hang_at, then spins without a heartbeat and without looking at the stop flag, for `rounds`
+// loops (2^40: hours). What a user's kernel stuck in an endless loop looks like to the runtime.
+RINGPIPE_DECLARE_SIZES(test_hang, sizeof(rp_test_msg), sizeof(rp_test_msg))
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_hang(RINGPIPE_KERNEL_PARAMS, uint hang_at,
+                                                                      ulong rounds) {
+  rp_begin(ctl);
+  uint idle_polls = 0;
+  uint state = 0;
+  while (state == 0) {
+    rp_test_msg m;
+    uint head;
+    const bool room = rp_push_space(out, &head) > 0;
+    const bool got = room && rp_try_pop_rp_test_msg(in, &m);
+    if (got) {
+      if (m.seq == hang_at) {
+        // Reads global memory each round, so that no compiler drops the loop.
+        for (ulong spins = 0; spins < rounds; ++spins)
+          if (rp_load_relaxed(&ctl->error) == 0xdeadbeefu) break;
+        state = RP_STATE_STOPPED;
+        break;
+      }
+      rp_test_msg r;
+      rp_test_step(&m, &r);
+      rp_try_push_rp_test_msg(out, &r);
+      rp_count(ctl, 1, 1);
+    } else if (rp_drained(in)) {
+      rp_close(out);
+      state = RP_STATE_STOPPED;
+      break;
+    }
+    uint tail;
+    state = rp_poll(ctl, !got, rp_pop_available(in, &tail) == 0, &idle_polls);
+  }
+  rp_end(ctl, state);
+}
