@@ -63,11 +63,8 @@ private:
   void count_deliveries();
   std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
 
-public: // for runner_events
   void record_failure(const std::string& stage, const std::exception_ptr& e);
   void notify() noexcept;
-
-private:
   /// Stops every stage and kernel at once and cancels every ring with `reason`, waking whoever
   /// waits on one (application threads included); returns without waiting.
   void halt(const std::string& reason) noexcept;
