@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -106,6 +107,35 @@ TEST_F(FailureTest, StopReportNamesAStagedLinkAsDeclared) {
   EXPECT_EQ(report.undelivered, 20u) << report.text();
   ASSERT_EQ(report.rings.size(), 1u) << report.text();
   EXPECT_EQ(report.rings[0].ring, "in.out->out.in") << "the user's link, not the mover's rings: " << report.text();
+}
+
+// After a kernel faults mid-stream, every message the source produced is delivered, waits in a
+// ring, or is reported lost by the failed stage (the one its kernel held when it faulted).
+TEST_F(FailureTest, StopReportAfterAFaultAccountsForEveryMessage) {
+  std::atomic<std::uint32_t> generated{0}, delivered{0};
+  pipeline_options options;
+  options.name = "fault-report";
+  options.capacity = 64;
+  pipeline p(rt(), options);
+  auto src = p.add_source<msg>("source", [&]() -> std::optional<msg> { return make_test_message<16>(generated++); });
+  auto spec = kernel_spec(test_stages_source(16), "test_fail_at");
+  spec.args = {kernel_arg::of(std::uint32_t{300})};
+  auto faulty = p.add_kernel<msg, msg>("faulty", spec);
+  auto sink = p.add_sink<msg>("sink", [&](const msg&) { delivered.fetch_add(1); });
+  p.connect(src.out(), faulty.in());
+  p.connect(faulty.out(), sink.in());
+  p.start();
+  ringpipe::testing::expect_error([&] { p.wait(60s); }, make_error_code(errc::kernel_fault),
+                                  {"stage 'faulty' failed", "error code 42"}, "the faulting kernel finished");
+  const auto report = p.stop();
+  EXPECT_EQ(delivered.load() + report.undelivered + report.lost, generated.load())
+      << report.text() << "; generated " << generated.load() << ", delivered " << delivered.load();
+  EXPECT_LE(delivered.load(), 300u) << "nothing after the faulting one";
+  EXPECT_EQ(report.lost, 1u) << report.text();
+  ASSERT_EQ(report.lost_in.size(), 1u) << report.text();
+  EXPECT_EQ(report.lost_in[0].stage, "faulty");
+  EXPECT_NE(report.text().find("1 lost in stage 'faulty' (held by its kernel when it failed)"), std::string::npos)
+      << report.text();
 }
 
 TEST_F(FailureTest, UpstreamKernelFailureReleasesAPopNamingTheStage) {

@@ -107,6 +107,9 @@ struct kernel_stats {
   std::uint64_t launches = 0;
   std::uint64_t overlapped_launches = 0; ///< batches launched while an earlier batch was in flight
   std::uint32_t heartbeat = 0;
+  /// A failed kernel only: messages it took from its input without counting them (rp_count),
+  /// i.e. the ones it held when it faulted; neither delivered nor waiting in a ring.
+  std::uint64_t lost = 0;
 };
 
 namespace detail {

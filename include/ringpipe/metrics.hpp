@@ -77,9 +77,16 @@ struct stop_report {
     std::string ring; ///< the ring's name ("stage.in", "a.out->b.in" ...)
     std::uint64_t messages = 0;
   };
+  struct held {
+    std::string stage; ///< a kernel stage that failed
+    std::uint64_t messages = 0;
+  };
   std::uint64_t undelivered = 0;
   std::vector<queued> rings; ///< the rings that still hold messages
-  /// "3 messages undelivered: 2 in ring 'x', 1 in ring 'y'" or "nothing undelivered".
+  std::uint64_t lost = 0;    ///< taken by failed kernels and never passed on (see kernel_stats::lost)
+  std::vector<held> lost_in;
+  /// "3 messages undelivered: 2 in ring 'x', 1 in ring 'y'" or "nothing undelivered", then
+  /// "; 1 lost in stage 'k' (held by its kernel when it failed)" for each failed kernel.
   std::string text() const;
 };
 

@@ -99,14 +99,19 @@ std::string pipeline_metrics::json() const {
 }
 
 std::string stop_report::text() const {
-  if (undelivered == 0) return "nothing undelivered";
-  std::string t = std::to_string(undelivered) + " messages undelivered:";
+  std::string t = undelivered == 0 ? "nothing undelivered" : std::to_string(undelivered) + " messages undelivered:";
   for (std::size_t i = 0; i < rings.size(); ++i)
     t.append(i == 0 ? " " : ", ")
         .append(std::to_string(rings[i].messages))
         .append(" in ring '")
         .append(rings[i].ring)
         .append("'");
+  for (const auto& h : lost_in)
+    t.append("; ")
+        .append(std::to_string(h.messages))
+        .append(" lost in stage '")
+        .append(h.stage)
+        .append("' (held by its kernel when it failed)");
   return t;
 }
 

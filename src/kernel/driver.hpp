@@ -73,6 +73,8 @@ public:
   virtual bool in_flight() const noexcept = 0;
   /// After a failure: whether the launch in flight has returned (then it can be released).
   virtual bool launch_returned() = 0;
+  /// Messages taken from the input ring that the kernel did not count (rp_count).
+  virtual std::uint64_t uncounted() const noexcept = 0;
   /// The kernel's heartbeat, where the host can read it (0 elsewhere).
   virtual std::uint32_t heartbeat() const noexcept { return 0; }
   /// The longest sleep between idle steps.

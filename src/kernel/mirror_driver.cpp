@@ -98,6 +98,7 @@ public:
   // The control block is a device buffer: a stop reaches the kernel with its next batch.
   void stop_requested(kernel_stop) noexcept override {}
   bool in_flight() const noexcept override { return in_flight_lanes_ > 0; }
+  std::uint64_t uncounted() const noexcept override { return uncounted_; }
   bool launch_returned() override {
     const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
     if (status == CL_COMPLETE || status < 0) in_flight_lanes_ = 0;
@@ -137,6 +138,8 @@ private:
   cl::Event running_; // the last lane's chain completes last
   std::uint64_t mirrored_in_ = 0, mirrored_out_ = 0;
   std::uint64_t returned_batches_ = 0;
+  std::uint64_t uncounted_ = 0;      // taken from a batch but not counted by the kernel
+  std::uint32_t counted_so_far_ = 0; // the kernel's own msgs_in (control block) after the last batch
   clock::time_point heartbeat_stamp_;
 };
 
@@ -249,6 +252,9 @@ bool mirror_driver::complete_batch(lane& l) {
   const std::uint32_t consumed = l.in_header.tail;
   if (c_.has_input && consumed > 0) c_.in.publish_tail(l.tail + consumed);
   mirrored_in_ += consumed;
+  const std::uint32_t counted = l.ctl.msgs_in - counted_so_far_;
+  counted_so_far_ = l.ctl.msgs_in;
+  if (consumed > counted) uncounted_ += consumed - counted;
   mirrored_out_ += produced;
   c_.counters.msgs_in.store(mirrored_in_, std::memory_order_relaxed);
   c_.counters.msgs_out.store(mirrored_out_, std::memory_order_relaxed);

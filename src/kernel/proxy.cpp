@@ -4,12 +4,18 @@
 
 #include <cstdio>
 #include <future>
+#include <mutex>
+#include <vector>
 
 namespace ringpipe::detail {
 namespace {
-// Keeps an object alive for good: what a launch that never returns still uses.
+// Keeps an object alive for good: what a launch that never returns still uses. It stays reachable
+// (so leak checkers do not report it) and is never destroyed, not even at exit.
 template <class T> void leak(T&& object) {
-  (void)new std::decay_t<T>(std::forward<T>(object)); // NOLINT(cppcoreguidelines-owning-memory): on purpose
+  static std::mutex mutex;
+  static auto* const kept = new std::vector<std::shared_ptr<void>>(); // never deleted, on purpose
+  std::lock_guard lock(mutex);
+  kept->push_back(std::make_shared<std::decay_t<T>>(std::forward<T>(object)));
 }
 } // namespace
 
@@ -231,6 +237,7 @@ kernel_stats kernel_proxy::stats() const noexcept {
   s.launches = counters_.launches.load(std::memory_order_relaxed);
   s.overlapped_launches = counters_.overlapped.load(std::memory_order_relaxed);
   if (driver_) s.heartbeat = driver_->heartbeat();
+  if (driver_ && failure()) s.lost = driver_->uncounted();
   return s;
 }
 

@@ -48,6 +48,7 @@ public:
       return 0;
     });
     heartbeat_stamp_ = clock::now();
+    last_tail_ = c.in.load_tail(std::memory_order_acquire);
   }
   ~svm_driver() override { release(); }
 
@@ -88,6 +89,10 @@ public:
     if (status == CL_COMPLETE || status < 0) in_flight_ = false;
     return !in_flight_;
   }
+  std::uint64_t uncounted() const noexcept override {
+    const auto counted = c_.counters.msgs_in.load(std::memory_order_relaxed);
+    return taken_ > counted ? taken_ - counted : 0;
+  }
   std::uint32_t heartbeat() const noexcept override { return ctl_ != nullptr ? load_ctl(ctl_->heartbeat) : 0; }
   std::chrono::microseconds idle_ceiling() const noexcept override {
     // A resident kernel needs the host only to watch it: a slow watch costs nothing.
@@ -127,6 +132,9 @@ private:
     c_.counters.msgs_out.fetch_add(out_now - last_out_, std::memory_order_relaxed);
     last_in_ = in_now;
     last_out_ = out_now;
+    const auto tail_now = c_.in.load_tail(std::memory_order_acquire); // the kernel's pops
+    taken_ += tail_now - last_tail_;
+    last_tail_ = tail_now;
     c_.counters.state.store(static_cast<kernel_state>(load_ctl(ctl_->state)), std::memory_order_relaxed);
   }
 
@@ -172,6 +180,8 @@ private:
   std::uint32_t last_heartbeat_ = 0;
   clock::time_point heartbeat_stamp_;
   std::uint32_t last_in_ = 0, last_out_ = 0;
+  std::uint32_t last_tail_ = 0;
+  std::uint64_t taken_ = 0; // widened input-ring pops
 };
 
 } // namespace
