@@ -23,17 +23,21 @@ void check_shape(const std::string& name, std::uint32_t capacity, std::uint32_t 
   if (slot_size == 0) throw error(errc::invalid_argument, "ring '" + name + "': slot size is 0");
 }
 
+// Cache-line aligned host memory for a ring, or errc::out_of_memory naming it.
+ring_header* host_allocate(const std::string& name, std::size_t bytes) {
+  void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr)
+    throw error(errc::out_of_memory,
+                "ring '" + name + "': cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+  return static_cast<ring_header*>(p);
+}
+
 } // namespace
 
 ring_buffer::ring_buffer(std::uint32_t capacity, std::uint32_t slot_size, ring_options options) {
   check_shape(options.name, capacity, slot_size);
   bytes_ = ring_bytes(capacity, slot_size);
-  void* p = std::aligned_alloc(64, bytes_);
-  if (p == nullptr) {
-    throw error(errc::out_of_memory,
-                "ring '" + options.name + "': cannot allocate " + std::to_string(bytes_) + " bytes of host memory");
-  }
-  header_ = static_cast<ring_header*>(p);
+  header_ = host_allocate(options.name, bytes_);
   init(capacity, slot_size, options);
 }
 
@@ -58,12 +62,7 @@ ring_buffer::ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_
     clRetainContext(svm_context_);
     header_ = static_cast<ring_header*>(p);
   } else {
-    void* p = std::aligned_alloc(64, bytes_);
-    if (p == nullptr) {
-      throw error(errc::out_of_memory,
-                  "ring '" + options.name + "': cannot allocate " + std::to_string(bytes_) + " bytes of host memory");
-    }
-    header_ = static_cast<ring_header*>(p);
+    header_ = host_allocate(options.name, bytes_);
   }
   init(capacity, slot_size, options);
 }
