@@ -74,9 +74,8 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, bool progress
   pipeline p(rt, {"producer_consumer"});
 
   kernel_spec producer_spec(kernel_source(), "produce");
-  producer_spec.args = {kernel_arg::of(count)}; // how many messages to produce
-  kernel_spec consumer_spec(kernel_source(), "verify");
-  consumer_spec.state_bytes = sizeof(summary_msg); // running totals, kept on the device
+  producer_spec.args = {kernel_arg::of(count)};         // how many messages to produce
+  kernel_spec consumer_spec(kernel_source(), "verify"); // declares its state: the running totals
 
   auto producer = p.add_kernel<no_message, msg>("producer", producer_spec, on_device(0));
   auto consumer = p.add_kernel<msg, summary_msg>("consumer", consumer_spec, on_device(consumer_device));

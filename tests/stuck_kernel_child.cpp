@@ -1,6 +1,9 @@
-// Run as a child process by failure_test: a pipeline whose kernel never returns. Prints how long
-// wait(), stop() and the pipeline's and runtime's destructors took, then returns 0; the parent
-// checks the times and that this process exits at all.
+// Run as a child process by failure_test: a pipeline whose kernel never returns ("hang": PoCL;
+// llvmpipe ends every loop of a launch after 65535 iterations, so no kernel hangs there), or
+// whose healthy batches are reported stalled while they run ("slow": a 1 ms stall timeout, for
+// devices that run batches through mirrors). Prints how long wait(), stop() and the pipeline's and
+// runtime's destructors took, then returns 0; the parent checks the times and that this process
+// exits at all.
 
 #include <ringpipe/ringpipe.hpp>
 
@@ -9,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <string_view>
 
 using namespace ringpipe;
 using msg = test_message<16>;
@@ -20,7 +24,8 @@ long ms_since(clock_type::time_point t) {
 }
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool slow = argc > 1 && std::string_view(argv[1]) == "slow";
   auto t = clock_type::now();
   {
     runtime rt;
@@ -28,10 +33,11 @@ int main() {
       pipeline p(rt, {"stuck"});
       std::uint32_t next = 0;
       auto src = p.add_source<msg>("src", [&]() -> std::optional<msg> { return make_test_message<16>(next++); });
-      kernel_spec spec(test_stages_source(16), "test_hang");
-      spec.args = {kernel_arg::of(std::uint32_t{10}), kernel_arg::of(std::uint64_t{1} << 40)};
+      kernel_spec spec(test_stages_source(16), slow ? "test_map" : "test_hang");
+      if (!slow) spec.args = {kernel_arg::of(std::uint32_t{10}), kernel_arg::of(std::uint64_t{1} << 40)};
       kernel_options options;
-      options.stall_timeout = std::chrono::milliseconds(500);
+      options.stall_timeout = std::chrono::milliseconds(slow ? 1 : 500);
+      options.first_launch_timeout = std::chrono::milliseconds(slow ? 1 : 60000);
       auto k = p.add_kernel<msg, msg>("stuck", spec, on_device(0), options);
       auto sink = p.add_sink<msg>("sink", [](const msg&) {});
       p.connect(src.out(), k.in());

@@ -53,41 +53,21 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void produce(RINGPIPE_KE
   rp_end(ctl, state);
 }
 
-// Checks and sums every message; its running totals live in its state memory across relaunches.
-RINGPIPE_DECLARE_SIZES(verify, sizeof(demo_msg), sizeof(demo_summary))
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void verify(RINGPIPE_KERNEL_PARAMS,
-                                                                   __global demo_summary* st) {
-  rp_begin(ctl);
-  uint idle_polls = 0;
-  uint state = 0;
-  while (state == 0) {
-    uint tail;
-    const uint n = min(rp_pop_available(in, &tail), 256u);
-    for (uint k = 0; k < n; ++k) {
-      __global const demo_msg* m = RP_SLOT(in, demo_msg, tail + k);
-      if (m->seq != st->expected || m->check != demo_check(m->seq)) {
-        if (st->errors == 0) st->first_error = st->expected;
-        st->errors += 1;
-      }
-      st->expected = m->seq + 1;
-      st->count += 1;
-      st->sum += m->check;
-    }
-    if (n > 0) {
-      rp_pop_commit(in, tail + n);
-      rp_count(ctl, n, 0);
-    } else if (rp_drained(in)) {
-      uint head;
-      if (rp_push_space(out, &head) > 0) {
-        *RP_SLOT(out, demo_summary, head) = *st;
-        rp_push_commit(out, head + 1);
-        rp_count(ctl, 0, 1);
-        rp_close(out);
-        state = RP_STATE_STOPPED;
-        break;
-      }
-    }
-    state = rp_poll(ctl, n == 0, n == 0, &idle_polls);
+// Checks and sums every message, in order; at the end of the stream emits the totals. The state
+// (the running totals) lives on the device across relaunches; RINGPIPE_STATEFUL_KERNEL does the
+// polling, publishing and end-of-stream handling.
+inline bool verify_one(__global demo_summary* st, const demo_msg* m, demo_summary* unused) {
+  if (m->seq != st->expected || m->check != demo_check(m->seq)) {
+    if (st->errors == 0) st->first_error = st->expected;
+    st->errors += 1;
   }
-  rp_end(ctl, state);
+  st->expected = m->seq + 1;
+  st->count += 1;
+  st->sum += m->check;
+  return false;  // nothing per message
 }
+inline bool verify_end(__global demo_summary* st, demo_summary* out) {
+  *out = *st;
+  return true;
+}
+RINGPIPE_STATEFUL_KERNEL(verify, demo_msg, demo_summary, demo_summary, verify_one, verify_end)

@@ -65,20 +65,27 @@ struct kernel_arg {
   }
 };
 
-/// Which kernel to run: OpenCL C source (it may #include the embedded cl/ files) and the name of
-/// a kernel declared with RINGPIPE_MAP_KERNEL or RINGPIPE_DECLARE_SIZES.
+/// Which kernel to run: OpenCL C source (it may #include the embedded cl/ files and the user's
+/// own) and the name of a kernel declared with RINGPIPE_MAP_KERNEL, RINGPIPE_MAP_KERNEL_WITH_ARGS,
+/// RINGPIPE_STATEFUL_KERNEL or RINGPIPE_DECLARE_SIZES.
 struct kernel_spec {
   kernel_spec() = default;
   kernel_spec(std::string source_text, std::string kernel_name, std::string options = {})
       : source(std::move(source_text)), name(std::move(kernel_name)), build_options(std::move(options)) {}
+  /// Kernel `kernel_name` from the file at `path`: errors name the file, and `#include "x"` looks
+  /// next to it first. Throws errc::invalid_argument if the file cannot be read.
+  static kernel_spec from_file(const std::string& path, std::string kernel_name, std::string options = {});
 
   std::string source;
   std::string name;
   std::string build_options; ///< added to the device's defaults
   /// What build errors call the source, e.g. the file it was read from; empty: "kernel 'NAME'".
   std::string source_name;
+  /// Where `#include "x"` and `#include <x>` look for the user's files (see resolve_includes).
+  std::vector<std::string> include_dirs;
   /// Stateful kernels: bytes of zeroed device memory passed as the argument after
   /// RINGPIPE_KERNEL_PARAMS. It lives as long as the kernel, across relaunches of any mode.
+  /// RINGPIPE_STATEFUL_KERNEL declares its size: leave this 0 there.
   std::uint32_t state_bytes = 0;
   /// The kernel's own arguments, in order, after the state argument if there is one.
   std::vector<kernel_arg> args;
@@ -164,6 +171,10 @@ public:
     static_assert(std::is_trivially_copyable_v<T>);
     set_arg_bytes(index, &value, sizeof(T));
   }
+
+  /// Throws errc::invalid_argument if any of the kernel's own arguments is not set (start() checks
+  /// this too; a pipeline checks every kernel before it starts any).
+  void check_arguments() const;
 
   /// Starts on untyped rings (for the pipeline layer; slot sizes are still checked).
   void start_buffers(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {

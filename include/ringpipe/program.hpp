@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 namespace ringpipe {
 
@@ -18,12 +19,15 @@ class device;
 /// The text of an embedded cl/ file ("ringpipe/ring.clh", "stages/echo.cl"), if there is one.
 std::optional<std::string_view> embedded_source(std::string_view path);
 
-/// Replaces each `#include <path>` or `#include "path"` that names an embedded file with that
-/// file's text, recursively and once per file (the embedded headers need no include guards).
-/// Throws errc::invalid_argument for an include that names no embedded file.
+/// Replaces each `#include <path>` or `#include "path"` with that file's text, recursively and once
+/// per file (as if every file had include guards). `"path"` is looked for in the including file's
+/// directory (files read from disk), then in `include_dirs`, then among the embedded files;
+/// `<path>` among the embedded files, then in `include_dirs`. Throws errc::invalid_argument,
+/// naming the file and line and where it looked, for an include it cannot find.
 /// `source_name` is what diagnostics call the source (the user's file name): #line directives
 /// make every build error point at the file and line it comes from.
-std::string resolve_includes(std::string_view source, std::string_view source_name = "kernel source");
+std::string resolve_includes(std::string_view source, std::string_view source_name = "kernel source",
+                             const std::vector<std::string>& include_dirs = {});
 
 /// Programs built in one context, keyed on (source, build options, device).
 class program_cache {

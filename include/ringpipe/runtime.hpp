@@ -9,8 +9,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -19,6 +22,11 @@ namespace ringpipe {
 
 struct runtime_options {
   unsigned threads = 2; ///< threads running the io_context
+  /// Where the runtime says what is not an error, e.g. a slow kernel build; null: a line on stderr.
+  std::function<void(std::string_view)> notice = nullptr;
+  /// A blocking step of start() (building a kernel) that takes longer than this is said through
+  /// `notice`, with what it waits for, and again every 10 s; 0: every step is said as it begins.
+  std::chrono::milliseconds slow_step_after{2000};
 };
 
 class runtime {
@@ -36,6 +44,10 @@ public:
   boost::asio::io_context& io() noexcept { return io_; }
   executor_type executor() noexcept { return io_.get_executor(); }
 
+  /// Says `text` through runtime_options::notice.
+  void notice(std::string_view text) const;
+  std::chrono::milliseconds slow_step_after() const noexcept { return options_.slow_step_after; }
+
   /// The executor bound to one device: host functions posted to it run one at a time, in order
   /// (a strand), so work that drives one device's queues never races with itself.
   strand_type& device_executor(const device& dev) { return device_strands_.at(dev.index()); }
@@ -50,6 +62,7 @@ public:
   }
 
 private:
+  runtime_options options_;
   topology topology_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<executor_type> work_;

@@ -2,16 +2,79 @@
 #include <ringpipe/device.hpp>
 #include <ringpipe/program.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <vector>
 
 namespace ringpipe {
 namespace {
 
-// Pastes `source` (named `file` in diagnostics) with its embedded includes resolved. #line
-// directives keep every line attributed to its own file: after an included file, numbering
-// resumes in the includer at the line after the #include.
-void append_resolved(std::string_view source, std::string_view file, std::string& out,
-                     std::set<std::string_view>& included) {
+namespace fs = std::filesystem;
+
+// One source being pasted: its text, what diagnostics call it, and its directory if it is a file.
+struct source_file {
+  std::string_view text;
+  std::string name;
+  std::optional<fs::path> dir;
+};
+
+// A file found for an #include: its text (owned if read from disk), name and directory.
+struct found_file {
+  std::string key; // once-per-file identity
+  std::string text;
+  std::string name;
+  std::optional<fs::path> dir;
+};
+
+std::optional<found_file> read_disk_file(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  const auto canonical = fs::weakly_canonical(path, ec);
+  return found_file{"file:" + (ec ? path : canonical).string(), text.str(), path.string(), path.parent_path()};
+}
+
+// "x": the includer's directory, the include paths, then the embedded files; <x>: the embedded
+// files, then the include paths.
+std::optional<found_file> find_include(std::string_view path, bool quoted, const source_file& from,
+                                       const std::vector<std::string>& include_dirs) {
+  const auto embedded = [&]() -> std::optional<found_file> {
+    if (const auto text = embedded_source(path))
+      return found_file{"embedded:" + std::string(path), std::string(*text), std::string(path), std::nullopt};
+    return std::nullopt;
+  };
+  if (!quoted)
+    if (auto f = embedded()) return f;
+  if (quoted && from.dir)
+    if (auto f = read_disk_file(*from.dir / path)) return f;
+  for (const auto& dir : include_dirs)
+    if (auto f = read_disk_file(fs::path(dir) / path)) return f;
+  return quoted ? embedded() : std::nullopt;
+}
+
+std::string where_searched(const source_file& from, const std::vector<std::string>& include_dirs) {
+  std::string dirs;
+  if (from.dir) dirs = "'" + from.dir->string() + "'";
+  for (const auto& d : include_dirs)
+    dirs += (dirs.empty() ? "'" : ", '") + d + "'";
+  std::string embedded;
+  for (const auto& e : detail::embedded_sources())
+    embedded += (embedded.empty() ? "" : ", ") + std::string(e.path);
+  return (dirs.empty() ? std::string("no include directory (kernel_spec::include_dirs)") : "directories " + dirs) +
+         " and the embedded files (" + embedded + ")";
+}
+
+// Pastes `file` with its includes resolved, each file once. #line directives keep every line
+// attributed to its own file: after an included file, numbering resumes in the includer at the
+// line after the #include.
+void append_resolved(const source_file& file, const std::vector<std::string>& include_dirs, std::string& out,
+                     std::set<std::string>& included) {
+  const auto source = file.text;
   std::size_t pos = 0;
   std::size_t number = 0; // of the current line in `file`
   while (pos < source.size()) {
@@ -21,21 +84,22 @@ void append_resolved(std::string_view source, std::string_view file, std::string
     const auto line = source.substr(pos, end - pos);
     const auto first = line.find_first_not_of(" \t");
     const bool include = first != std::string_view::npos && line.substr(first).starts_with("#include");
+    const auto at = file.name + ":" + std::to_string(number);
     if (include) {
       const auto open = line.find_first_of("<\"", first);
       const auto close = open == std::string_view::npos ? open : line.find_first_of(">\"", open + 1);
       if (close == std::string_view::npos)
-        throw error(errc::invalid_argument, "malformed #include in kernel source: " + std::string(line));
+        throw error(errc::invalid_argument, at + ": malformed #include: " + std::string(line));
       const auto path = line.substr(open + 1, close - open - 1);
-      const auto text = embedded_source(path);
-      if (!text) {
-        throw error(errc::invalid_argument,
-                    "kernel source includes '" + std::string(path) + "', which is not an embedded cl/ file");
+      const auto found = find_include(path, line[open] == '"', file, include_dirs);
+      if (!found) {
+        throw error(errc::invalid_argument, at + ": cannot find included file '" + std::string(path) + "'; searched " +
+                                                where_searched(file, include_dirs));
       }
-      if (included.insert(path).second) {
-        out += "#line 1 \"" + std::string(path) + "\"\n";
-        append_resolved(*text, path, out, included);
-        out += "\n#line " + std::to_string(number + 1) + " \"" + std::string(file) + "\"\n";
+      if (included.insert(found->key).second) {
+        out += "#line 1 \"" + found->name + "\"\n";
+        append_resolved(source_file{found->text, found->name, found->dir}, include_dirs, out, included);
+        out += "\n#line " + std::to_string(number + 1) + " \"" + file.name + "\"\n";
       } else {
         out += '\n'; // keeps the numbering
       }
@@ -55,10 +119,11 @@ std::optional<std::string_view> embedded_source(std::string_view path) {
   return std::nullopt;
 }
 
-std::string resolve_includes(std::string_view source, std::string_view source_name) {
+std::string resolve_includes(std::string_view source, std::string_view source_name,
+                             const std::vector<std::string>& include_dirs) {
   std::string out = "#line 1 \"" + std::string(source_name) + "\"\n";
-  std::set<std::string_view> included;
-  append_resolved(source, source_name, out, included);
+  std::set<std::string> included;
+  append_resolved(source_file{source, std::string(source_name), std::nullopt}, include_dirs, out, included);
   return out;
 }
 

@@ -1,13 +1,15 @@
 #include <ringpipe/runtime.hpp>
 
+#include <cstdio>
+
 namespace ringpipe {
 
 runtime::runtime(topology devices, runtime_options options)
-    : topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)) {
+    : options_(std::move(options)), topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)) {
   device_strands_.reserve(topology_.size());
   for (std::size_t i = 0; i < topology_.size(); ++i)
     device_strands_.emplace_back(boost::asio::make_strand(io_));
-  const unsigned n = options.threads == 0 ? 1 : options.threads;
+  const unsigned n = options_.threads == 0 ? 1 : options_.threads;
   threads_.reserve(n);
   for (unsigned i = 0; i < n; ++i)
     threads_.emplace_back([this] { io_.run(); });
@@ -18,6 +20,14 @@ runtime::~runtime() {
   io_.stop();
   for (auto& t : threads_)
     t.join();
+}
+
+void runtime::notice(std::string_view text) const {
+  if (options_.notice) {
+    options_.notice(text);
+    return;
+  }
+  std::fprintf(stderr, "ringpipe: %.*s\n", static_cast<int>(text.size()), text.data());
 }
 
 } // namespace ringpipe

@@ -10,13 +10,20 @@
 namespace ringpipe::detail {
 namespace {
 
-// What a kernel declared with RP_DECLARE_KERNEL (stage.clh): its message sizes and kind.
+// What a kernel declared with RP_DECLARE_KERNEL_STATE (stage.clh): its message sizes, kind and
+// state size.
 struct declaration {
   std::size_t in_bytes = 0;
   std::size_t out_bytes = 0;
-  bool map = false; // consumes whole batches, at most one result per message, no state
+  bool map = false;            // consumes whole batches, at most one result per message, no state
+  std::size_t state_bytes = 0; // declared by RINGPIPE_STATEFUL_KERNEL; 0: none declared
 };
 constexpr unsigned long kind_map = 1; // RP_KIND_MAP
+
+// The third value packs the kind (low two bits) and the state size (the rest).
+declaration decode(unsigned long in, unsigned long out, unsigned long kind_and_state) {
+  return declaration{in, out, (kind_and_state & 3) == kind_map, kind_and_state >> 2};
+}
 
 // Reads the declaration (each value plus one) from the companion kernel's work_group_size_hint.
 std::optional<declaration> declaration_from_attributes(const cl::Kernel& sizes) {
@@ -32,7 +39,7 @@ std::optional<declaration> declaration_from_attributes(const cl::Kernel& sizes) 
       std::sscanf(attributes.c_str() + pos, "work_group_size_hint(%lu ,%lu ,%lu", &in, &out, &kind) != 3 || in == 0 ||
       out == 0 || kind == 0)
     return std::nullopt;
-  return declaration{in - 1, out - 1, kind - 1 == kind_map};
+  return decode(in - 1, out - 1, kind - 1);
 }
 
 // Where attributes are not reported (oclgrind returns none that parse), runs the companion kernel
@@ -54,7 +61,7 @@ declaration declaration_from_launch(const device& dev, cl::Kernel& sizes, const 
     }
     cl_uint values[3] = {0, 0, 0};
     queue.enqueueReadBuffer(result, CL_TRUE, 0, sizeof(values), values);
-    return declaration{values[0], values[1], values[2] == kind_map};
+    return decode(values[0], values[1], values[2]);
   });
 }
 
@@ -94,6 +101,35 @@ void refuse_unknown_kernel(const cl::Program& program, const std::string& name) 
 
 } // namespace
 
+// Arguments the kernel does not take would fail clSetKernelArg with a bare index, and arguments
+// left unset every launch with CL_INVALID_KERNEL_ARGS: both are said here with the counts.
+std::string kernel_image::describe_args() const {
+  return "kernel '" + name_ + "' takes " + std::to_string(own_args_set_.size()) + " argument(s) of its own after " +
+         (has_state_ ? "RINGPIPE_KERNEL_PARAMS and its state" : "RINGPIPE_KERNEL_PARAMS");
+}
+
+void kernel_image::count_args(const kernel_spec& spec) {
+  const auto takes = kernel_.getInfo<CL_KERNEL_NUM_ARGS>();
+  const std::size_t fixed = 3 + (has_state_ ? 1 : 0);
+  if (takes < fixed) {
+    throw error(errc::invalid_argument, "kernel '" + spec.name + "' takes " + std::to_string(takes) +
+                                            " arguments, but a ring kernel starts with RINGPIPE_KERNEL_PARAMS (3)" +
+                                            (has_state_ ? " and its state (1)" : ""));
+  }
+  own_args_set_.assign(takes - fixed, false);
+  if (spec.args.size() > own_args_set_.size())
+    throw error(errc::invalid_argument,
+                describe_args() + ", but kernel_spec::args gives " + std::to_string(spec.args.size()));
+}
+
+void kernel_image::check_args_set() const {
+  std::string unset;
+  for (std::size_t i = 0; i < own_args_set_.size(); ++i)
+    if (!own_args_set_[i]) unset += (unset.empty() ? "" : ", ") + std::to_string(i);
+  if (!unset.empty())
+    throw error(errc::invalid_argument, describe_args() + "; not set: " + unset + " (kernel_spec::args or set_arg)");
+}
+
 std::string describe_size(std::size_t bytes) {
   return bytes == 0 ? "no ring" : std::to_string(bytes) + "-byte messages";
 }
@@ -104,11 +140,12 @@ std::string ms(std::chrono::nanoseconds d) {
 
 kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size_t in_bytes, std::size_t out_bytes,
                            const kernel_options& options)
-    : name_(spec.name), has_state_(spec.state_bytes > 0) {
+    : name_(spec.name) {
   std::string build_options = base_build_options(dev);
   if (!spec.build_options.empty()) build_options += " " + spec.build_options;
   const auto source_name = spec.source_name.empty() ? "kernel '" + spec.name + "'" : spec.source_name;
-  program_ = dev.programs().get(dev, resolve_includes(spec.source, source_name), build_options, spec.name);
+  program_ =
+      dev.programs().get(dev, resolve_includes(spec.source, source_name, spec.include_dirs), build_options, spec.name);
   refuse_unknown_kernel(program_, spec.name);
   const auto sizes = declared(dev, program_, spec.name);
   if (!sizes) {
@@ -123,6 +160,13 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
                                         describe_size(out_bytes) + " out");
   }
   map_ = sizes->map;
+  const std::size_t state_bytes = sizes->state_bytes != 0 ? sizes->state_bytes : spec.state_bytes;
+  if (sizes->state_bytes != 0 && spec.state_bytes != 0 && spec.state_bytes != sizes->state_bytes) {
+    throw error(errc::invalid_argument, "kernel '" + spec.name + "' declares " + std::to_string(sizes->state_bytes) +
+                                            " bytes of state, but kernel_spec::state_bytes says " +
+                                            std::to_string(spec.state_bytes) + " (leave it 0 to use the declaration)");
+  }
+  has_state_ = state_bytes > 0;
   kernel_ =
       cl_call(("clCreateKernel '" + spec.name + "'").c_str(), [&] { return cl::Kernel(program_, spec.name.c_str()); });
   const auto kernel_max = kernel_.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.cl_device());
@@ -139,14 +183,15 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
                                           : options.local_size;
   if (has_state_) {
     cl_call("allocating kernel state", [&] {
-      state_ = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, spec.state_bytes);
+      state_ = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, state_bytes);
       cl::CommandQueue queue(dev.context(), dev.cl_device());
-      const std::vector<std::byte> zeros(spec.state_bytes);
-      queue.enqueueWriteBuffer(state_, CL_TRUE, 0, spec.state_bytes, zeros.data());
+      const std::vector<std::byte> zeros(state_bytes);
+      queue.enqueueWriteBuffer(state_, CL_TRUE, 0, state_bytes, zeros.data());
       kernel_.setArg(3, state_);
       return 0;
     });
   }
+  count_args(spec);
   for (std::size_t i = 0; i < spec.args.size(); ++i)
     set_arg(static_cast<unsigned>(i), spec.args[i].bytes.data(), spec.args[i].bytes.size());
   if (local_size_ > limit) {
@@ -157,9 +202,12 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
 }
 
 void kernel_image::set_arg(unsigned index, const void* value, std::size_t size) {
+  if (index >= own_args_set_.size())
+    throw error(errc::invalid_argument, describe_args() + ": there is no argument " + std::to_string(index));
   const unsigned at = 3 + (has_state_ ? 1 : 0) + index;
   if (const cl_int s = clSetKernelArg(kernel_(), at, size, value); s != CL_SUCCESS)
     throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + name_ + "'").c_str());
+  own_args_set_[index] = true;
 }
 
 void kernel_image::release() noexcept {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ringpipe::detail {
 
@@ -28,13 +29,19 @@ public:
   cl::Kernel& kernel() noexcept { return kernel_; }
   /// Sets the kernel's own argument `index` (after RINGPIPE_KERNEL_PARAMS and the state).
   void set_arg(unsigned index, const void* value, std::size_t size);
+  /// Throws errc::invalid_argument, naming them, if any of the kernel's own arguments is unset.
+  void check_args_set() const;
   /// Drops every OpenCL object.
   void release() noexcept;
 
 private:
+  void count_args(const kernel_spec& spec);
+  std::string describe_args() const;
+
   std::string name_;
   bool has_state_ = false;
   bool map_ = false;
+  std::vector<bool> own_args_set_; // the kernel's own arguments, after the fixed ones
   std::uint32_t local_size_ = 1;
   cl::Program program_;
   cl::Kernel kernel_;

@@ -3,8 +3,24 @@
 #include "proxy.hpp"
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace ringpipe {
+
+kernel_spec kernel_spec::from_file(const std::string& path, std::string kernel_name, std::string options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw error(errc::invalid_argument, "kernel '" + kernel_name + "': cannot read its source file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  kernel_spec spec(text.str(), std::move(kernel_name), std::move(options));
+  spec.source_name = path;
+  const auto dir = std::filesystem::path(path).parent_path();
+  spec.include_dirs.push_back(dir.empty() ? std::string(".") : dir.string());
+  return spec;
+}
 
 std::string_view to_string(kernel_state s) noexcept {
   switch (s) {
@@ -37,6 +53,8 @@ ring_kernel_base::~ring_kernel_base() {
     std::fprintf(stderr, "ringpipe: kernel '%s': no runtime thread released its device objects within 10 s\n",
                  proxy_->name().c_str());
 }
+
+void ring_kernel_base::check_arguments() const { proxy_->check_args_set(); }
 
 void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::size_t size) {
   if (proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "': set_arg after start()");

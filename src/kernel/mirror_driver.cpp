@@ -25,7 +25,8 @@ using clock = std::chrono::steady_clock;
 struct lane {
   cl::Buffer in_mirror, out_mirror;
   pinned_memory in_staging, out_staging;
-  std::uint32_t n = 0;         // messages in the batch (and result room)
+  std::uint32_t n = 0;         // messages in the batch
+  std::uint32_t room = 0;      // results it may produce
   std::uint32_t tail = 0;      // input ring counter of its first message
   std::uint32_t out_start = 0; // mirror counter of its first result
   bool ends_stream = false;
@@ -186,9 +187,13 @@ bool mirror_driver::launch_batch() {
   l.out_header.capacity = c_.has_output ? mirror_capacity_ : 1;
   l.out_header.slot_size = out.slot_size();
   l.out_header.mask = l.out_header.capacity - 1;
-  // Room for exactly the n results the host ring can take: the mirror looks full but for its last
-  // n slots, so the results land there contiguously.
-  const std::uint32_t room = c_.has_output ? n : l.out_header.capacity;
+  // Room for the n results the host ring can take (a map kernel emits at most one per message) and,
+  // at the end of the stream, one more where the ring has it: a stateful kernel's summary. The
+  // mirror looks full but for its last `room` slots, so the results land there contiguously.
+  const std::uint32_t room = c_.has_output
+                                 ? std::min({n + (l.ends_stream ? 1u : 0u), out.space() - ahead, mirror_capacity_})
+                                 : l.out_header.capacity;
+  l.room = room;
   l.out_header.head = l.out_header.capacity - room;
   l.out_start = l.out_header.head;
   // The mirror holds only this batch: a drain request applies once the batch is all that is left.
@@ -231,8 +236,8 @@ void mirror_driver::enqueue_chain(lane& l) {
   queue_.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(local), cl::NDRange(local), &uploaded);
   queue_.enqueueReadBuffer(ctl_, CL_FALSE, 0, sizeof(control_block), &l.ctl, nullptr, &computed[0]);
   download_.enqueueReadBuffer(l.in_mirror, CL_FALSE, 0, sizeof(ring_header), &l.in_header, &computed);
-  if (c_.has_output && l.n > 0)
-    download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, sizeof(ring_header) + l.out_start * out_size, l.n * out_size,
+  if (c_.has_output && l.room > 0)
+    download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, sizeof(ring_header) + l.out_start * out_size, l.room * out_size,
                                 l.out_staging.data());
   download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &l.out_header, nullptr, &l.done);
   upload_.flush();
@@ -244,7 +249,7 @@ void mirror_driver::enqueue_chain(lane& l) {
 bool mirror_driver::complete_batch(lane& l) {
   ++returned_batches_;
   const std::uint32_t produced = l.out_header.head - l.out_start;
-  if (produced > l.n) throw error(errc::kernel_fault, "produced more results than the batch had room for");
+  if (produced > l.room) throw error(errc::kernel_fault, "produced more results than the batch had room for");
   if (c_.has_output && produced > 0) {
     const auto pushed = c_.out.push_n_bytes(l.out_staging.data(), produced);
     if (pushed != produced) throw error(errc::kernel_fault, "output ring lost room during a batch");

@@ -47,6 +47,7 @@ std::shared_ptr<ring_buffer> kernel_proxy::absent_ring(bool shared, const char* 
 
 void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<ring_buffer> output) {
   if (started_) throw error(errc::invalid_argument, "kernel '" + spec_.name + "' was already started");
+  image_->check_args_set();
   check_ring(input, in_bytes_, "input");
   check_ring(output, out_bytes_, "output");
   has_input_ = input != nullptr;
@@ -119,11 +120,29 @@ bool kernel_proxy::acquire_worker() {
   return static_cast<bool>(slot_);
 }
 
+namespace {
+constexpr std::string_view loop_limit_note = "Mesa's llvmpipe ends every loop of a launch once 65535 iterations "
+                                             "have run in all";
+constexpr std::uint32_t error_reserved = 0xffff0000u;  // RP_ERROR_RESERVED in stage.clh
+constexpr std::uint32_t error_loops_cut = 0xffff0001u; // RP_ERROR_LOOPS_CUT_SHORT
+
+std::string describe_kernel_error(std::uint32_t code) {
+  if (code == error_loops_cut) {
+    return "was cut short by its driver in the middle of a round (" + std::string(loop_limit_note) +
+           "); its state may hold part of that round, so the round was not redone: give it smaller batches "
+           "(kernel_options::batch_capacity) or shorter per-message loops";
+  }
+  if (code >= error_reserved)
+    return "reported ringpipe error code " + std::to_string(code) + ", which this host does not know";
+  return "reported error code " + std::to_string(code);
+}
+} // namespace
+
 bool kernel_proxy::after_exit(kernel_state state, std::uint32_t code) {
   switch (state) {
   case kernel_state::faulted:
     fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + spec_.name + "' on device '" + dev_.name() +
-                                                               "' reported error code " + std::to_string(code))));
+                                                               "' " + describe_kernel_error(code))));
     return false;
   case kernel_state::stopped:
     if (stop_requested() == kernel_stop::run && !stream_ended()) {
@@ -140,7 +159,10 @@ bool kernel_proxy::after_exit(kernel_state state, std::uint32_t code) {
   case kernel_state::parked: counters_.state.store(kernel_state::parked); return true;
   default:
     fail(std::make_exception_ptr(
-        error(errc::kernel_fault, "kernel '" + spec_.name + "' returned in state " + std::string(to_string(state)))));
+        error(errc::kernel_fault, "kernel '" + spec_.name + "' on device '" + dev_.name() +
+                                      "' returned without saying how it ended (state " + std::string(to_string(state)) +
+                                      "): it returned without rp_end, or the driver cut it short (" +
+                                      std::string(loop_limit_note) + ")")));
     return false;
   }
 }

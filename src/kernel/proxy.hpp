@@ -26,6 +26,7 @@ public:
 
   // ---- caller's thread ----
   void set_arg(unsigned index, const void* value, std::size_t size) { image_->set_arg(index, value, size); }
+  void check_args_set() const { image_->check_args_set(); }
   void on_exit(std::function<void()> fn) { on_exit_ = std::move(fn); }
   /// Given up on (see ring_kernel_base::detach): its objects are leaked if the launch never returns.
   void detach() noexcept { detached_.store(true, std::memory_order_release); }

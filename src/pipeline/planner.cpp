@@ -43,9 +43,15 @@ void planning::place() {
   }
 }
 
-// Whether the program (with its embedded includes) defines `name` with RINGPIPE_MAP_KERNEL.
-bool declares_map_kernel(const std::string& source, const std::string& name) {
-  return resolve_includes(source).find("RINGPIPE_MAP_KERNEL(" + name + ",") != std::string::npos;
+// Whether the program (with its includes) defines `name` with RINGPIPE_MAP_KERNEL. An include
+// that cannot be resolved is not fused; building the kernel reports it with the stage's name.
+bool declares_map_kernel(const kernel_spec& spec, const std::string& name) {
+  try {
+    return resolve_includes(spec.source, spec.name, spec.include_dirs).find("RINGPIPE_MAP_KERNEL(" + name + ",") !=
+           std::string::npos;
+  } catch (const error&) {
+    return false;
+  }
 }
 bool same_options(const kernel_options& a, const kernel_options& b) {
   return a.mode == b.mode && a.local_size == b.local_size && a.idle_budget == b.idle_budget &&
@@ -60,15 +66,16 @@ void planning::fuse() {
   for (std::size_t ai = 0; ai < g.stages.size(); ++ai) {
     const auto& a = g.stages[ai];
     auto& pa = p.stages[ai];
-    if (!a.is_kernel() || pa.fused_into || !declares_map_kernel(a.spec.source, a.spec.name)) continue;
+    if (!a.is_kernel() || pa.fused_into || !a.spec.args.empty() || !declares_map_kernel(a.spec, a.spec.name)) continue;
     while (pa.out_edges.size() == 1) {
       const auto ei = pa.out_edges[0];
       const auto& e = g.edges[ei];
       const auto& b = g.stages[e.to];
       if (!b.is_kernel() || b.in_edges.size() != 1 || e.options.kind || e.options.capacity != 0) break;
       if (p.stages[e.to].device != pa.device || b.spec.source != a.spec.source ||
-          b.spec.build_options != a.spec.build_options || !declares_map_kernel(a.spec.source, b.spec.name) ||
-          !b.spec.args.empty() || b.spec.state_bytes != 0 || !same_options(a.kernel_opts, b.kernel_opts))
+          b.spec.build_options != a.spec.build_options || b.spec.include_dirs != a.spec.include_dirs ||
+          !declares_map_kernel(a.spec, b.spec.name) || !b.spec.args.empty() || b.spec.state_bytes != 0 ||
+          !same_options(a.kernel_opts, b.kernel_opts))
         break;
       pa.spec.source += "\nRINGPIPE_FUSE(" + pa.spec.name + ", " + b.spec.name + ")\n";
       pa.spec.name += "__then__" + b.spec.name;

@@ -2,6 +2,7 @@
 
 #include "../actor/stages.hpp"
 #include "../actor/strand_executor.hpp"
+#include "../core/slow_step.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -66,8 +67,12 @@ void runner::build_kernels() {
     const auto& ps = plan_.stages[i];
     if (!s.is_kernel() || ps.fused_into) continue;
     try {
-      stages_[i].kernel = std::make_unique<ring_kernel_base>(rt_, rt_.devices()[*ps.device], ps.spec, s.in.size,
-                                                             ps.out.size, s.kernel_opts);
+      const auto& dev = rt_.devices()[*ps.device];
+      slow_step notice(rt_, "pipeline '" + g_.name + "': stage '" + s.name + "': building kernel '" + ps.spec.name +
+                                "' on device '" + dev.name() +
+                                "' (the OpenCL driver compiles it; a first build with a cold cache can take minutes)");
+      stages_[i].kernel = std::make_unique<ring_kernel_base>(rt_, dev, ps.spec, s.in.size, ps.out.size, s.kernel_opts);
+      stages_[i].kernel->check_arguments(); // a pipeline's kernels get theirs from the spec only
     } catch (const build_error& e) {
       throw build_error(e, "pipeline '" + g_.name + "': stage '" + s.name + "'"); // keeps the log
     } catch (const ringpipe::error& e) {

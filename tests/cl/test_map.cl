@@ -232,6 +232,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_verify(RINGPIP
 RINGPIPE_DECLARE_SIZES(test_hang, sizeof(rp_test_msg), sizeof(rp_test_msg))
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_hang(RINGPIPE_KERNEL_PARAMS, uint hang_at,
                                                                       ulong rounds) {
+  // Read before any branch: Mesa's llvmpipe misreads kernel arguments loaded in control flow.
+  const ulong spin_rounds = rounds;
   rp_begin(ctl);
   uint idle_polls = 0;
   uint state = 0;
@@ -242,9 +244,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_hang(RINGPIPE_
     const bool got = room && rp_try_pop_rp_test_msg(in, &m);
     if (got) {
       if (m.seq == hang_at) {
-        // Reads global memory each round, so that no compiler drops the loop.
-        for (ulong spins = 0; spins < rounds; ++spins)
-          if (rp_load_relaxed(&ctl->error) == 0xdeadbeefu) break;
+        // Stores to global memory each round (a spare word of the control block, not the
+        // heartbeat), so that no compiler may drop the loop: llvmpipe drops one that only loads.
+        for (ulong spins = 0;; ++spins)
+          rp_store_relaxed(&ctl->pad2[0], (uint)spins);
         state = RP_STATE_STOPPED;
         break;
       }

@@ -1,0 +1,344 @@
+// Kernels as users write them: map kernels with constants of their own, the stateful-kernel
+// scaffold, and sources that include the user's own files. Run on every device of the
+// environment (PoCL: resident over SVM; rusticl: batched through device mirrors).
+
+#include <ringpipe/pipeline.hpp>
+#include <ringpipe/program.hpp>
+#include <ringpipe/runtime.hpp>
+
+#include "device_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+using ringpipe::testing::expect_error;
+
+namespace {
+
+// The host mirrors of the kernels' types below.
+struct item {
+  cl_uint seq;
+  cl_uint value;
+};
+struct affine {
+  cl_uint mul;
+  cl_uint add;
+};
+
+constexpr const char* affine_source = R"(#include <ringpipe/stage.clh>
+typedef struct { uint seq; uint value; } item;
+typedef struct { uint mul; uint add; } affine;
+inline bool apply(const item* in, item* out, affine a) {
+  out->seq = in->seq;
+  out->value = in->value * a.mul + a.add;
+  return true;
+}
+RINGPIPE_MAP_KERNEL_WITH_ARGS(affine_map, item, item, affine, apply)
+)";
+
+// Running totals: each message leaves with the sum of the values so far; at the end, one message
+// (seq 0xffffffff) carries the count.
+constexpr const char* running_sum_source = R"(#include <ringpipe/stage.clh>
+typedef struct { uint seq; uint value; } item;
+typedef struct { ulong sum; uint count; uint pad; } totals;
+inline bool add_up(__global totals* t, const item* in, item* out) {
+  t->sum += in->value;
+  t->count += 1;
+  out->seq = in->seq;
+  out->value = (uint)t->sum;
+  return true;
+}
+inline bool report(__global totals* t, item* out) {
+  out->seq = 0xffffffffu;
+  out->value = t->count;
+  return true;
+}
+RINGPIPE_STATEFUL_KERNEL(running_sum, item, item, totals, add_up, report)
+)";
+
+auto items(std::uint32_t count) {
+  return [count, next = std::uint32_t{0}]() mutable -> std::optional<item> {
+    if (next == count) return std::nullopt;
+    const auto seq = next++;
+    return item{seq, seq};
+  };
+}
+
+class AuthoringTest : public ringpipe::testing::device_test {
+protected:
+  kernel_spec affine_kernel(cl_uint mul, cl_uint add) const {
+    kernel_spec spec(affine_source, "affine_map");
+    spec.args = {kernel_arg::of(affine{mul, add})};
+    return spec;
+  }
+};
+
+// Two stages of one program differ only in their constants; each applies its own, in order.
+TEST_F(AuthoringTest, MapKernelArgumentsGiveEachStageItsOwnConstants) {
+  for (const auto& dev : topo().devices()) {
+    SCOPED_TRACE(dev.name());
+    constexpr std::uint32_t count = 20000;
+    pipeline p(rt(), {"affine"});
+    auto src = p.add_source<item>("source", items(count));
+    auto first = p.add_kernel<item, item>("times3plus1", affine_kernel(3, 1), on_device(dev.index()));
+    auto second = p.add_kernel<item, item>("times5plus7", affine_kernel(5, 7), on_device(dev.index()));
+    std::uint32_t expected = 0, wrong = 0;
+    auto sink = p.add_sink<item>("sink", [&](const item& m) {
+      if (m.seq != expected++ || m.value != (m.seq * 3 + 1) * 5 + 7) ++wrong;
+    });
+    p.connect(src.out(), first.in());
+    p.connect(first.out(), second.in());
+    p.connect(second.out(), sink.in());
+    p.run(2min);
+    EXPECT_EQ(expected, count);
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_EQ(p.metrics().fused_links, 0u) << "kernels with arguments are not fused: " << p.plan();
+  }
+}
+
+// State survives relaunches (a ring of 8 slots and an idle budget of 16 relaunch the kernel often), and
+// the end-of-stream function runs once, after every message.
+TEST_F(AuthoringTest, StatefulKernelKeepsItsStateAndReportsAtTheEnd) {
+  for (const auto& dev : topo().devices()) {
+    SCOPED_TRACE(dev.name());
+    constexpr std::uint32_t count = 5000;
+    pipeline p(rt(), {"running-sum"});
+    auto src = p.add_source<item>("source", items(count));
+    // Parked with a short idle budget where the device can (batched kernels relaunch anyway).
+    kernel_options relaunching;
+    if (dev.info().supports(kernel_mode::parked)) relaunching.mode = kernel_mode::parked;
+    relaunching.idle_budget = 16;
+    auto sum =
+        p.add_kernel<item, item>("sum", {running_sum_source, "running_sum"}, on_device(dev.index()), relaunching);
+    std::uint32_t expected = 0, wrong = 0, reports = 0, reported_count = 0;
+    std::uint64_t total = 0;
+    auto sink = p.add_sink<item>("sink", [&](const item& m) {
+      if (m.seq == 0xffffffffu) {
+        ++reports;
+        reported_count = m.value;
+        return;
+      }
+      total += m.seq;
+      if (reports != 0 || m.seq != expected++ || m.value != static_cast<cl_uint>(total)) ++wrong;
+    });
+    link_options small;
+    small.capacity = 8;
+    p.connect(src.out(), sum.in(), small);
+    p.connect(sum.out(), sink.in(), small);
+    p.run(2min);
+    EXPECT_EQ(expected, count);
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_EQ(reports, 1u);
+    EXPECT_EQ(reported_count, count);
+    const auto metrics = p.metrics();
+    const auto* stage = metrics.stage("sum");
+    ASSERT_NE(stage, nullptr);
+    EXPECT_GT(stage->launches, 1u) << "one launch: relaunches were not tested\n" << metrics.table();
+  }
+}
+
+TEST_F(AuthoringTest, StateSizeOtherThanTheDeclaredOneIsRefused) {
+  kernel_spec spec(running_sum_source, "running_sum");
+  spec.state_bytes = 4;
+  pipeline p(rt(), {"state-size"});
+  auto src = p.add_source<item>("source", items(1));
+  auto sum = p.add_kernel<item, item>("sum", spec);
+  auto sink = p.add_sink<item>("sink", [](const item&) {});
+  p.connect(src.out(), sum.in());
+  p.connect(sum.out(), sink.in());
+  expect_error([&] { p.start(); }, make_error_code(errc::invalid_argument),
+               {"stage 'sum'", "declares 16 bytes of state", "state_bytes says 4"}, "a wrong state size started");
+}
+
+TEST_F(AuthoringTest, MissingKernelArgumentsAreRefusedWithTheCounts) {
+  pipeline p(rt(), {"arg-count"});
+  auto src = p.add_source<item>("source", items(1));
+  auto k = p.add_kernel<item, item>("affine", {affine_source, "affine_map"});
+  auto sink = p.add_sink<item>("sink", [](const item&) {});
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  expect_error([&] { p.start(); }, make_error_code(errc::invalid_argument),
+               {"stage 'affine'", "kernel 'affine_map' takes 1 argument(s) of its own", "not set: 0"},
+               "a kernel without its arguments started");
+  pipeline extra(rt(), {"arg-count"});
+  auto spec = affine_kernel(1, 2);
+  spec.args.push_back(kernel_arg::of(cl_uint{3}));
+  auto src2 = extra.add_source<item>("source", items(1));
+  auto k2 = extra.add_kernel<item, item>("affine", spec);
+  auto sink2 = extra.add_sink<item>("sink", [](const item&) {});
+  extra.connect(src2.out(), k2.in());
+  extra.connect(k2.out(), sink2.in());
+  expect_error([&] { extra.start(); }, make_error_code(errc::invalid_argument),
+               {"stage 'affine'", "takes 1 argument(s) of its own", "kernel_spec::args gives 2"},
+               "a kernel with an argument too many started");
+}
+
+// Per-message loops long enough that a batch runs past llvmpipe's 65535 loop iterations per
+// launch (16 rounds of 6000): rounds cut short are discarded and redone, never published half done.
+constexpr const char* spin_source = R"(#include <ringpipe/stage.clh>
+typedef struct { uint seq; uint value; } item;
+typedef struct { uint rounds; } spin_args;
+inline uint spin_value(uint seq, uint rounds) {
+  uint x = seq;
+  for (uint r = 0; r < rounds; ++r)
+    x = x * 1664525u + 1013904223u;
+  return x;
+}
+inline bool spin(const item* in, item* out, spin_args a) {
+  out->seq = in->seq;
+  out->value = spin_value(in->value, a.rounds);
+  return true;
+}
+RINGPIPE_MAP_KERNEL_WITH_ARGS(spin_map, item, item, spin_args, spin)
+typedef struct { uint count; } seen;
+inline bool spin_and_count(__global seen* s, const item* in, item* out) {
+  s->count += 1;
+  out->seq = in->seq;
+  out->value = spin_value(in->value, 6000u);
+  return true;
+}
+inline bool no_summary(__global seen* s, item* out) { return false; }
+RINGPIPE_STATEFUL_KERNEL(spin_stateful, item, item, seen, spin_and_count, no_summary)
+)";
+
+cl_uint spin_value(cl_uint seq, cl_uint rounds) {
+  for (cl_uint r = 0; r < rounds; ++r)
+    seq = seq * 1664525u + 1013904223u;
+  return seq;
+}
+
+TEST_F(AuthoringTest, MapRoundsCutShortByTheDriverAreRedoneNotPublished) {
+  for (const auto& dev : topo().devices()) {
+    SCOPED_TRACE(dev.name());
+    constexpr std::uint32_t count = 3000;
+    constexpr cl_uint rounds = 6000;
+    kernel_spec spec(spin_source, "spin_map");
+    spec.args = {kernel_arg::of(rounds)};
+    pipeline p(rt(), {"spin"});
+    auto src = p.add_source<item>("source", items(count));
+    auto k = p.add_kernel<item, item>("spin", spec, on_device(dev.index()));
+    std::uint32_t expected = 0, wrong = 0;
+    auto sink = p.add_sink<item>("sink", [&](const item& m) {
+      if (m.seq != expected++ || m.value != spin_value(m.seq, rounds)) ++wrong;
+    });
+    p.connect(src.out(), k.in());
+    p.connect(k.out(), sink.in());
+    p.run(5min);
+    EXPECT_EQ(expected, count);
+    EXPECT_EQ(wrong, 0u);
+  }
+}
+
+// A stateful kernel cannot redo a round (its state holds part of it): it fails, saying why, and
+// the messages of that round are still in its input ring, not lost.
+TEST_F(AuthoringTest, StatefulRoundCutShortByTheDriverFailsSayingWhy) {
+  const auto found = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
+  RINGPIPE_REQUIRE_DEVICE(found, "rusticl device (llvmpipe's loop limit)");
+  constexpr std::uint32_t count = 3000;
+  pipeline p(rt(), {"spin-stateful"});
+  std::atomic<std::uint32_t> generated{0};
+  auto src = p.add_source<item>("source", [&, next = items(count)]() mutable {
+    auto m = next();
+    if (m) ++generated;
+    return m;
+  });
+  auto k = p.add_kernel<item, item>("counter", {spin_source, "spin_stateful"}, on_device(*found));
+  std::uint32_t delivered = 0;
+  auto sink = p.add_sink<item>("sink", [&](const item&) { ++delivered; });
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  p.start();
+  expect_error([&] { p.wait(5min); }, make_error_code(errc::kernel_fault),
+               {"stage 'counter' failed", "cut short by its driver", "65535 iterations"},
+               "the stateful kernel finished");
+  const auto report = p.stop();
+  EXPECT_EQ(delivered + report.undelivered + report.lost, generated.load()) << report.text();
+  EXPECT_GT(generated.load(), 0u);
+}
+
+// A scratch directory with the user's kernel files, removed at the end.
+class user_files {
+public:
+  user_files() : root_(std::filesystem::temp_directory_path() / ("ringpipe-authoring-" + std::to_string(getpid()))) {
+    std::filesystem::create_directories(root_ / "kernels");
+    std::filesystem::create_directories(root_ / "shared");
+  }
+  ~user_files() { std::filesystem::remove_all(root_); }
+  user_files(const user_files&) = delete;
+  user_files& operator=(const user_files&) = delete;
+  std::string write(const std::string& relative, const std::string& text) const {
+    const auto path = root_ / relative;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+  std::string dir(const std::string& relative) const { return (root_ / relative).string(); }
+
+private:
+  std::filesystem::path root_;
+};
+
+// "item.h" sits next to the kernel file; "shared/affine.h" is found through an include directory.
+TEST_F(AuthoringTest, UserIncludesResolveNextToTheFileAndInIncludeDirs) {
+  user_files files;
+  files.write("kernels/item.h", "typedef struct { uint seq; uint value; } item;\n");
+  files.write("shared/affine.h", "#include \"item.h\"\ninline bool plus2(const item* in, item* out) {\n"
+                                 "  *out = *in; out->value += 2; return true;\n}\n");
+  const auto main =
+      files.write("kernels/main.cl", "#include <ringpipe/stage.clh>\n#include \"item.h\"\n"
+                                     "#include \"affine.h\"\nRINGPIPE_MAP_KERNEL(plus2_map, item, item, plus2)\n");
+  auto spec = kernel_spec::from_file(main, "plus2_map");
+  EXPECT_EQ(spec.source_name, main);
+  // affine.h's own "item.h" is looked for next to it first, then in the include directories.
+  spec.include_dirs.push_back(files.dir("shared"));
+  pipeline p(rt(), {"includes"});
+  auto src = p.add_source<item>("source", items(1000));
+  auto k = p.add_kernel<item, item>("plus2", spec);
+  std::uint32_t expected = 0, wrong = 0;
+  auto sink = p.add_sink<item>("sink", [&](const item& m) {
+    if (m.seq != expected++ || m.value != m.seq + 2) ++wrong;
+  });
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  p.run(2min);
+  EXPECT_EQ(expected, 1000u);
+  EXPECT_EQ(wrong, 0u);
+}
+
+TEST_F(AuthoringTest, ErrorInAnIncludedUserFileNamesThatFileAndLine) {
+  user_files files;
+  const auto header = files.write("kernels/bad.h", "// line 1\n// line 2\ninline int broken(void) { return 1 }\n");
+  const auto main = files.write("kernels/main.cl", "#include <ringpipe/stage.clh>\n#include \"bad.h\"\n");
+  pipeline p(rt(), {"bad-include"});
+  auto src = p.add_source<item>("source", items(1));
+  auto k = p.add_kernel<item, item>("k", kernel_spec::from_file(main, "whatever"));
+  auto sink = p.add_sink<item>("sink", [](const item&) {});
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  try {
+    p.start();
+    FAIL() << "a kernel with a syntax error built";
+  } catch (const build_error& e) {
+    EXPECT_NE(e.build_log().find(header + ":3:"), std::string::npos) << e.build_log();
+  }
+}
+
+TEST_F(AuthoringTest, MissingIncludeNamesTheLineAndWhereItLooked) {
+  user_files files;
+  const auto main = files.write("kernels/main.cl", "// one\n#include \"absent.h\"\n");
+  const auto spec = kernel_spec::from_file(main, "k");
+  expect_error([&] { (void)resolve_includes(spec.source, spec.source_name, spec.include_dirs); },
+               make_error_code(errc::invalid_argument),
+               {main + ":2: cannot find included file 'absent.h'", files.dir("kernels"), "ringpipe/stage.clh"},
+               "a missing include resolved");
+  expect_error([&] { (void)kernel_spec::from_file(files.dir("kernels/none.cl"), "k"); },
+               make_error_code(errc::invalid_argument), {"cannot read its source file", "none.cl"},
+               "a missing file was read");
+}
+
+} // namespace
