@@ -139,7 +139,7 @@ TEST_F(FailureTest, StopReportAfterAFaultAccountsForEveryMessage) {
   EXPECT_EQ(report.lost, 1u) << report.text();
   ASSERT_EQ(report.lost_in.size(), 1u) << report.text();
   EXPECT_EQ(report.lost_in[0].stage, "faulty");
-  EXPECT_NE(report.text().find("1 lost in stage 'faulty' (held by its kernel when it failed)"), std::string::npos)
+  EXPECT_NE(report.text().find("1 lost in stage 'faulty' (held by it when it failed)"), std::string::npos)
       << report.text();
 }
 
@@ -241,6 +241,39 @@ TEST_F(FailureTest, OutletAskedForAsAnInletSaysWhatItIs) {
   ringpipe::testing::expect_error([&] { (void)p.inlet<msg>("out"); }, make_error_code(errc::invalid_argument),
                                   {"stage 'out' is an outlet, not an inlet"}, "an outlet was handed out as an inlet");
   (void)p.stop();
+}
+
+// The same for host functions, which take runs of messages: one that throws mid-run loses only
+// the message it threw on (reported by name); the rest of its run stays queued.
+TEST_F(FailureTest, StopReportAfterAHostFunctionThrowsAccountsForEveryMessage) {
+  for (const bool in_sink : {false, true}) {
+    SCOPED_TRACE(in_sink ? "sink throws" : "transform throws");
+    std::atomic<std::uint32_t> generated{0}, delivered{0};
+    pipeline p(rt(), {"host-throw"});
+    auto src = p.add_source<msg>("source", [&]() -> std::optional<msg> { return make_test_message<16>(generated++); });
+    auto boom = [in_sink](const msg& m) {
+      if (m.seq == 300 && !in_sink) throw std::runtime_error("boom at 300");
+      return m;
+    };
+    auto mid = p.add_host<msg, msg>("mid", boom);
+    auto sink = p.add_sink<msg>("sink", [&, in_sink](const msg& m) {
+      if (m.seq == 300 && in_sink) throw std::runtime_error("boom at 300");
+      delivered.fetch_add(1);
+    });
+    p.connect(src.out(), mid.in());
+    p.connect(mid.out(), sink.in());
+    p.start();
+    const auto thrower = in_sink ? "sink" : "mid";
+    ringpipe::testing::expect_error([&] { p.wait(60s); }, make_error_code(errc::stage_failed), {"boom at 300"},
+                                    "the throwing stage finished");
+    const auto report = p.stop();
+    EXPECT_EQ(delivered.load() + report.undelivered + report.lost, generated.load())
+        << report.text() << "; generated " << generated.load() << ", delivered " << delivered.load();
+    EXPECT_LE(delivered.load(), 300u) << "nothing after the one it threw on";
+    ASSERT_EQ(report.lost_in.size(), 1u) << report.text();
+    EXPECT_EQ(report.lost_in[0].stage, thrower);
+    EXPECT_EQ(report.lost, 1u);
+  }
 }
 
 // start() cannot bound a driver's compile, but it says what it is waiting for: every build as it

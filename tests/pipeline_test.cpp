@@ -508,7 +508,9 @@ TEST_F(PipelineTest, SlowSinkSlowsTheSourceAndBoundsMemory) {
   bound += 64;                                          // a kernel group's claim in flight
   EXPECT_EQ(consumed.load(), count);
   EXPECT_LE(worst.load(), bound) << "messages buffered beyond the rings' capacities";
-  EXPECT_GE(worst.load(), 3u * 16u) << "the rings filled: the sink was the bottleneck";
+  // The rings filled: the sink was the bottleneck. (A host stage takes a run from its ring once
+  // the run is done, so the message the sink just consumed may still hold its slot: - 1.)
+  EXPECT_GE(worst.load(), 3u * 16u - 1u) << "the rings filled: the sink was the bottleneck";
 }
 
 // Stop while messages are in flight: source -> kernel (device 0) -> host -> kernel (last device)

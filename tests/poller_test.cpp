@@ -120,3 +120,19 @@ TEST_F(PollerTest, DoneStopsPollingForGood) {
 }
 
 } // namespace
+
+namespace {
+// A pipeline can fail (and wake its stages) while it is still starting them: a wake before
+// start() posts nothing (start() posts the first step, and the owner is not set yet), and the
+// first step still sees it.
+TEST_F(PollerTest, WakeBeforeStartPostsNothingAndTheFirstStepSeesIt) {
+  p.wake();
+  EXPECT_EQ(ex->ready(), 0u);
+  p.start(owner);
+  EXPECT_EQ(ex->ready(), 1u);
+  next = poll_result::done;
+  ex->run_ready();
+  EXPECT_EQ(steps, 1);
+  EXPECT_EQ(ex->ready(), 0u);
+}
+} // namespace

@@ -83,10 +83,12 @@ struct stop_report {
   };
   std::uint64_t undelivered = 0;
   std::vector<queued> rings; ///< the rings that still hold messages
-  std::uint64_t lost = 0;    ///< taken by failed kernels and never passed on (see kernel_stats::lost)
+  /// Taken by failed stages and never passed on: what a kernel held when it faulted
+  /// (kernel_stats::lost), the message a host function threw on.
+  std::uint64_t lost = 0;
   std::vector<held> lost_in;
   /// "3 messages undelivered: 2 in ring 'x', 1 in ring 'y'" or "nothing undelivered", then
-  /// "; 1 lost in stage 'k' (held by its kernel when it failed)" for each failed kernel.
+  /// "; 1 lost in stage 'k' (held by it when it failed)" for each failed stage.
   std::string text() const;
 };
 

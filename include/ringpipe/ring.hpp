@@ -86,6 +86,9 @@ public:
   // --- consumer side ---
   [[nodiscard]] bool try_pop_bytes(void* message) noexcept;
   std::size_t pop_n_bytes(void* messages, std::size_t count) noexcept;
+  /// Copies up to `count` messages without taking them; drop_n(k) then takes the first k of them.
+  std::size_t peek_n_bytes(void* messages, std::size_t count) noexcept;
+  void drop_n(std::size_t count) noexcept;
   /// Closed by the producer and empty: the stream has ended.
   bool drained() noexcept;
 

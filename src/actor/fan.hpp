@@ -44,6 +44,25 @@ public:
     }
     return false;
   }
+  /// Copies a run of up to `max` messages from the next input that has any, in its order,
+  /// without taking them: take_run(k) takes the first k.
+  std::size_t peek_run(std::byte* messages, std::size_t max) {
+    for (std::size_t k = 0; k < inputs_.size(); ++k) {
+      const auto at = (next_ + k) % inputs_.size();
+      if (const auto n = inputs_[at]->ring->peek_n_bytes(messages, max); n > 0) {
+        peeked_ = at;
+        return n;
+      }
+    }
+    return 0;
+  }
+  void take_run(std::size_t n) {
+    if (n == 0) return;
+    auto& in = *inputs_[peeked_];
+    in.ring->drop_n(n);
+    in.popped.fetch_add(n, std::memory_order_relaxed);
+    next_ = (peeked_ + 1) % inputs_.size();
+  }
   bool all_drained() const {
     return std::all_of(inputs_.begin(), inputs_.end(), [](const auto& in) { return in->ring->drained(); });
   }
@@ -59,6 +78,7 @@ public:
 private:
   std::vector<std::unique_ptr<stage_input>> inputs_;
   std::size_t next_ = 0;
+  std::size_t peeked_ = 0; // the input of the last peek_run
 };
 
 /// Every output gets every message.

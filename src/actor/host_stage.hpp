@@ -50,6 +50,8 @@ public:
 
   // Observed from other threads.
   std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, batches{0}, busy_ns{0};
+  /// Messages taken and never passed on because the stage's function threw on them.
+  std::atomic<std::uint64_t> lost{0};
   std::atomic<bool> finished{false}; ///< every input ended (or the source did) and outputs closed
   std::atomic<bool> failed{false};
   std::atomic<bool> exited{false};
@@ -63,15 +65,33 @@ protected:
     fan.push(outputs_, message);
     msgs_out.fetch_add(1, std::memory_order_relaxed);
   }
+  /// Whether messages can move in runs: every output gets every message (one output, or
+  /// broadcast). Round-robin over several outputs goes message by message.
+  bool runs_possible() const noexcept { return outputs_.size() <= 1 || std::holds_alternative<broadcast>(fan_); }
+  /// Room for a run: the batch, bounded by the fullest output.
+  std::size_t run_room() const;
+  /// Copies a run of up to `max` messages into in_block_ without taking them; take_run(k) takes
+  /// the first k (counted in msgs_in): a function that throws mid-run loses only its message.
+  std::size_t peek_run(std::size_t max) {
+    return inputs_.peek_run(in_block_.data(), std::min<std::size_t>(max, batch_));
+  }
+  void take_run(std::size_t n) {
+    inputs_.take_run(n);
+    msgs_in.fetch_add(n, std::memory_order_relaxed);
+  }
+  /// Pushes `n` messages from out_block_ to every output (room was checked; counted in msgs_out).
+  void push_run(std::size_t n);
   /// Closes every output: the stream ended.
   void end_stream();
   std::uint32_t batch() const noexcept { return batch_; }
   std::size_t in_size() const noexcept { return in_size_; }
+  std::size_t out_size() const noexcept { return out_size_; }
 
   merge_inputs inputs_;
   std::vector<stage_output> outputs_;
   fan_policy fan_;
   std::vector<std::byte> in_buf_, out_buf_;
+  std::vector<std::byte> in_block_, out_block_; // a batch of messages, for runs
 
 private:
   poll_result step();
@@ -93,7 +113,12 @@ template <class Handle> std::size_t host_stage::each_message(Handle&& handle) {
         while (moved < batch_ && fan.has_room(outputs_) && inputs_.pop(in_buf_.data())) {
           msgs_in.fetch_add(1, std::memory_order_relaxed);
           ++moved;
-          handle(in_buf_.data(), fan);
+          try {
+            handle(in_buf_.data(), fan);
+          } catch (...) {
+            lost.fetch_add(1, std::memory_order_relaxed);
+            throw;
+          }
         }
         return moved;
       },

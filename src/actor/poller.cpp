@@ -8,11 +8,15 @@ void poller::start(std::weak_ptr<void> owner) {
   owner_ = std::move(owner);
   last_progress_ = executor_->now();
   posted_.store(true, std::memory_order_relaxed);
+  started_.store(true, std::memory_order_release);
   executor_->post(*this);
 }
 
 void poller::wake() {
   woken_.store(true, std::memory_order_release);
+  // Before start() (a pipeline failing while it starts): the first step, which start() posts,
+  // sees the wake; posting here would read the owner while start() writes it.
+  if (!started_.load(std::memory_order_acquire)) return;
   if (!posted_.exchange(true, std::memory_order_acq_rel)) executor_->post(*this);
 }
 

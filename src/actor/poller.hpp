@@ -84,6 +84,7 @@ private:
   bool done_ = false;
   std::atomic<bool> posted_{false}; // a run is posted and has not started: wakes need not post another
   std::atomic<bool> woken_{false};
+  std::atomic<bool> started_{false}; // start() has set the owner and posted the first step
 };
 
 } // namespace ringpipe::detail

@@ -2,7 +2,27 @@
 
 namespace ringpipe::detail {
 
+// Sources, transforms and sinks move runs of messages: one pop and one push per run, the user's
+// function called per message between them; round-robin over several outputs goes one by one.
 std::size_t source_stage::turn() {
+  if (runs_possible()) {
+    const auto room = run_room();
+    std::size_t made = 0;
+    try {
+      for (; made < room; ++made) {
+        if (!generate_(out_block_.data() + made * out_size())) {
+          push_run(made);
+          end_stream();
+          return made;
+        }
+      }
+    } catch (...) {
+      push_run(made); // what was generated before the throw is delivered
+      throw;
+    }
+    push_run(made);
+    return made;
+  }
   return std::visit(
       [&](auto& fan) {
         std::size_t moved = 0;
@@ -28,14 +48,41 @@ std::size_t end_if_drained(std::size_t moved, std::uint32_t batch, const merge_i
 } // namespace
 
 std::size_t transform_stage::turn() {
-  const auto moved = each_message([&](const std::byte* in, auto& fan) {
-    if (transform_(in, out_buf_.data())) push(fan, out_buf_.data());
-  });
+  std::size_t moved = 0;
+  if (runs_possible()) {
+    moved = peek_run(run_room());
+    std::size_t i = 0, kept = 0;
+    try {
+      for (; i < moved; ++i)
+        if (transform_(in_block_.data() + i * in_size(), out_block_.data() + kept * out_size())) ++kept;
+    } catch (...) {
+      take_run(i + 1); // the message it threw on is taken (and lost); the rest stay queued
+      lost.fetch_add(1, std::memory_order_relaxed);
+      push_run(kept);
+      throw;
+    }
+    take_run(moved);
+    push_run(kept);
+  } else {
+    moved = each_message([&](const std::byte* in, auto& fan) {
+      if (transform_(in, out_buf_.data())) push(fan, out_buf_.data());
+    });
+  }
   return end_if_drained(moved, batch(), inputs_, [&] { end_stream(); });
 }
 
 std::size_t sink_stage::turn() {
-  const auto moved = each_message([&](const std::byte* in, auto&) { consume_(in); });
+  const auto moved = peek_run(batch());
+  std::size_t i = 0;
+  try {
+    for (; i < moved; ++i)
+      consume_(in_block_.data() + i * in_size());
+  } catch (...) {
+    take_run(i + 1);
+    lost.fetch_add(1, std::memory_order_relaxed);
+    throw;
+  }
+  take_run(moved);
   return end_if_drained(moved, batch(), inputs_, [&] { end_stream(); });
 }
 

@@ -111,7 +111,7 @@ std::string stop_report::text() const {
         .append(std::to_string(h.messages))
         .append(" lost in stage '")
         .append(h.stage)
-        .append("' (held by its kernel when it failed)");
+        .append("' (held by it when it failed)");
   return t;
 }
 

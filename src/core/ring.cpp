@@ -156,6 +156,12 @@ bool ring_buffer::try_pop_bytes(void* message) noexcept {
 }
 
 std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept {
+  const auto n = peek_n_bytes(messages, count);
+  drop_n(n);
+  return n;
+}
+
+std::size_t ring_buffer::peek_n_bytes(void* messages, std::size_t count) noexcept {
   const auto tail = load_tail(std::memory_order_relaxed);
   if (consumer_head_cache_ - tail < count) {
     consumer_head_cache_ = load_head(std::memory_order_acquire);
@@ -163,11 +169,13 @@ std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept
   }
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(consumer_head_cache_ - tail, count));
   copy_out(tail, n, static_cast<std::byte*>(messages));
-  if (n > 0) {
-    publish_tail(tail + n);
-    note_popped(n);
-  }
   return n;
+}
+
+void ring_buffer::drop_n(std::size_t count) noexcept {
+  if (count == 0) return;
+  publish_tail(load_tail(std::memory_order_relaxed) + static_cast<std::uint32_t>(count));
+  note_popped(static_cast<std::uint32_t>(count));
 }
 
 void ring_buffer::copy_out(std::uint32_t from, std::uint32_t n, std::byte* dst) const noexcept {

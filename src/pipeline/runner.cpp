@@ -360,11 +360,13 @@ stop_report runner::stop() noexcept {
   for (std::size_t ei = 0; ei < links_.size(); ++ei)
     count(g_.edges[ei].ring_name(), {&links_[ei].producer_ring, &links_[ei].consumer_ring});
   for (std::size_t i = 0; i < stages_.size(); ++i) {
-    if (const auto& k = stages_[i].kernel)
-      if (const auto lost = k->stats().lost; lost > 0) {
-        report.lost += lost;
-        report.lost_in.push_back({g_.stages[i].name, lost});
-      }
+    const std::uint64_t lost = stages_[i].kernel  ? stages_[i].kernel->stats().lost
+                               : stages_[i].actor ? stages_[i].actor->lost.load(std::memory_order_relaxed)
+                                                  : 0;
+    if (lost > 0) {
+      report.lost += lost;
+      report.lost_in.push_back({g_.stages[i].name, lost});
+    }
     count(g_.stages[i].in_port() + " (merged)", {&stages_[i].kernel_in});
     count(g_.stages[i].out_port() + " (to split)", {&stages_[i].kernel_out});
   }

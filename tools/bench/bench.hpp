@@ -61,5 +61,6 @@ struct bench_context {
 void host_to_kernel_topic(bench_context& c); // host_to_kernel.cpp: rings into one kernel, baselines
 void kernel_links_topic(bench_context& c);   // kernel_links.cpp: kernel to kernel, across devices
 void pipeline_topic(bench_context& c);       // pipelines.cpp: two-stage pipelines, Asio baseline
+void versus_topic(bench_context& c);         // versus.cpp: against a hand-written batched program
 
 } // namespace ringpipe::bench

@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
     host_to_kernel_topic(c);
     kernel_links_topic(c);
     pipeline_topic(c);
+    versus_topic(c);
     write_json(json_path, results);
     return 0;
   } catch (const std::exception& e) {

@@ -1,0 +1,264 @@
+// ringpipe against the program a user would write by hand without it: CLHPP, 1 MiB batches, two
+// batches in flight per device, non-blocking enqueues and events, one launch per batch. Same
+// kernel function (rp_test_step), every output verified, both measured in this run; reported as
+// ratios (ringpipe / hand-written for throughput, hand-written / ringpipe for the round trip).
+
+#include "bench.hpp"
+
+#include <array>
+#include <iomanip>
+#include <optional>
+#include <span>
+
+namespace ringpipe::bench {
+namespace {
+
+constexpr std::size_t batch_bytes = std::size_t{1} << 20;
+
+// One device's part of the hand-written program: its kernel, queue and two slots of buffers.
+template <std::size_t N> class handwritten_hop {
+public:
+  handwritten_hop(const device& dev, std::size_t per_batch) {
+    const auto source = resolve_includes(relaunch_baseline_source(N));
+    const auto program = dev.programs().get(dev, source, base_build_options(dev), "batch_step");
+    kernel_ = cl::Kernel(program, "batch_step");
+    queue_ = cl::CommandQueue(dev.context(), dev.cl_device());
+    for (auto& s : slots_) {
+      s.in = cl::Buffer(dev.context(), CL_MEM_READ_ONLY, per_batch * N);
+      s.out = cl::Buffer(dev.context(), CL_MEM_WRITE_ONLY, per_batch * N);
+    }
+  }
+  // Write, launch and read back batch `n` messages through slot `slot`, without waiting: the
+  // returned event completes when `to` holds the results.
+  cl::Event enqueue(std::size_t slot, const test_message<N>* from, test_message<N>* to, std::size_t n) {
+    auto& s = slots_[slot];
+    queue_.enqueueWriteBuffer(s.in, CL_FALSE, 0, n * N, from);
+    kernel_.setArg(0, s.in);
+    kernel_.setArg(1, s.out);
+    // Groups of 64 where the batch divides (what a user picks; the driver's own choice for a
+    // NullRange is one item per group on PoCL).
+    queue_.enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(n), n % 64 == 0 ? cl::NDRange(64) : cl::NullRange);
+    cl::Event done;
+    queue_.enqueueReadBuffer(s.out, CL_FALSE, 0, n * N, to, nullptr, &done);
+    queue_.flush();
+    return done;
+  }
+
+private:
+  struct slot {
+    cl::Buffer in, out;
+  };
+  cl::Kernel kernel_;
+  cl::CommandQueue queue_;
+  std::array<slot, 2> slots_;
+};
+
+// The hand-written program for a chain of devices: batch b runs on hop h at step b + h, two
+// batches in flight per hop, the host generating, relaying between devices and verifying.
+template <std::size_t N> double handwritten_stream(const std::vector<const device*>& devices, std::uint32_t count) {
+  const std::size_t per_batch = std::max<std::size_t>(1, batch_bytes / N);
+  const std::size_t hops = devices.size();
+  std::vector<handwritten_hop<N>> hop;
+  hop.reserve(devices.size());
+  for (const auto* d : devices)
+    hop.emplace_back(*d, per_batch);
+  // data[h][slot]: the input of hop h (h == hops: the results); done[h][slot]: hop h's read.
+  std::vector<std::array<std::vector<test_message<N>>, 2>> data(hops + 1);
+  for (auto& d : data)
+    for (auto& v : d)
+      v.resize(per_batch);
+  std::vector<std::array<cl::Event, 2>> done(hops);
+  const std::size_t batches = (count + per_batch - 1) / per_batch;
+  const auto size_of = [&](std::size_t b) { return std::min<std::size_t>(per_batch, count - b * per_batch); };
+  const auto t0 = clock_type::now();
+  for (std::size_t step = 0; step < batches + hops; ++step) {
+    if (step >= hops && step - hops < batches) { // verify batch step - hops
+      const auto b = step - hops;
+      done[hops - 1][b % 2].wait();
+      const auto& got = data[hops][b % 2];
+      for (std::size_t i = 0; i < size_of(b); ++i) {
+        const auto seq = static_cast<std::uint32_t>(b * per_batch + i);
+        if (got[i].seq != seq || got[i].check != test_check_after(seq, static_cast<int>(hops)))
+          throw std::runtime_error("versus: the hand-written program lost or corrupted message " + std::to_string(seq));
+      }
+    }
+    for (std::size_t h = hops; h-- > 0;) {
+      if (step < h || step - h >= batches) continue;
+      const auto b = step - h;
+      const auto slot = b % 2;
+      if (b >= 2) done[h][slot].wait(); // batch b - 2 has left this slot's host memory
+      if (h == 0) {
+        for (std::size_t i = 0; i < size_of(b); ++i)
+          data[0][slot][i] = make_test_message<N>(static_cast<std::uint32_t>(b * per_batch + i));
+      } else {
+        done[h - 1][slot].wait(); // batch b is back from the previous device
+      }
+      done[h][slot] = hop[h].enqueue(slot, data[h][slot].data(), data[h + 1][slot].data(), size_of(b));
+    }
+  }
+  return count / seconds_since(t0);
+}
+
+// ringpipe for the same chain: inlet -> test_map on each device -> outlet, driven from this
+// thread with push_n / pop_n of 256, every message verified.
+template <std::size_t N>
+double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, std::uint32_t count,
+                       bool verbose = false) {
+  using msg = test_message<N>;
+  pipeline p(rt, {"versus"});
+  auto in = p.add_inlet<msg>("in");
+  auto out = p.add_outlet<msg>("out");
+  output_port<msg> last = in.out();
+  for (std::size_t h = 0; h < devices.size(); ++h) {
+    auto k = p.add_kernel<msg, msg>("k" + std::to_string(h), {test_stages_source(N), "test_map"},
+                                    on_device(devices[h]->index()));
+    p.connect(last, k.in());
+    last = k.out();
+  }
+  p.connect(last, out.in());
+  p.start();
+  auto push = p.inlet<msg>("in");
+  auto pop = p.outlet<msg>("out");
+  std::vector<msg> batch(256), got(256);
+  std::uint32_t sent = 0, received = 0;
+  const int hops = static_cast<int>(devices.size());
+  const auto t0 = clock_type::now();
+  while (received < count) {
+    if (sent < count) {
+      const auto n = std::min<std::uint32_t>(count - sent, 256);
+      for (std::uint32_t i = 0; i < n; ++i)
+        batch[i] = make_test_message<N>(sent + i);
+      sent += static_cast<std::uint32_t>(push.push_n(std::span(batch).first(n)));
+    }
+    const auto popped = pop.pop_n(got);
+    for (std::size_t i = 0; i < popped; ++i, ++received)
+      if (got[i].seq != received || got[i].check != test_check_after(received, hops))
+        throw std::runtime_error("versus: ringpipe lost or corrupted message " + std::to_string(received));
+    if (auto f = p.failure()) std::rethrow_exception(f);
+  }
+  const double rate = count / seconds_since(t0);
+  push.close();
+  p.wait(60s);
+  if (verbose) std::cerr << p.metrics().table() << "\n";
+  return rate;
+}
+
+// The README's first form against inlet/outlet: add_source -> test_map -> add_sink, every message
+// verified in the sink, timed from start() to the end of the stream.
+double source_sink_stream(runtime& rt, const device& dev, std::uint32_t count) {
+  using msg = test_message<16>;
+  pipeline p(rt, {"versus-source-sink"});
+  auto src = p.add_source<msg>("source", [next = std::uint32_t{0}, count]() mutable -> std::optional<msg> {
+    if (next == count) return std::nullopt;
+    return make_test_message<16>(next++);
+  });
+  auto k = p.add_kernel<msg, msg>("k", {test_stages_source(16), "test_map"}, on_device(dev.index()));
+  std::uint32_t expected = 0, wrong = 0;
+  auto sink = p.add_sink<msg>("sink", [&](const msg& m) {
+    if (m.seq != expected || m.check != test_check_after(expected, 1)) ++wrong;
+    ++expected;
+  });
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  const auto t0 = clock_type::now();
+  p.run(10min);
+  const double rate = count / seconds_since(t0);
+  if (wrong != 0 || expected != count) throw std::runtime_error("versus: the source/sink pipeline lost messages");
+  return rate;
+}
+
+// One message in flight: ringpipe's round trip through a resident kernel, and the hand-written
+// program's write, launch and blocking read per message. p50 in microseconds.
+std::pair<double, double> round_trips(runtime& rt, const device& dev, std::uint32_t samples) {
+  using msg = test_message<16>;
+  std::vector<double> ours, theirs;
+  {
+    pipeline p(rt, {"versus-rtt"});
+    auto in = p.add_inlet<msg>("in");
+    auto k = p.add_kernel<msg, msg>("k", {test_stages_source(16), "test_map"}, on_device(dev.index()));
+    auto out = p.add_outlet<msg>("out");
+    p.connect(in.out(), k.in());
+    p.connect(k.out(), out.in());
+    p.start();
+    auto push = p.inlet<msg>("in");
+    auto pop = p.outlet<msg>("out");
+    for (std::uint32_t i = 0; i < samples; ++i) {
+      msg m = make_test_message<16>(i);
+      const auto t0 = clock_type::now();
+      push.push(m, 10s);
+      if (!pop.pop(m, 10s) || m.seq != i || m.check != test_check_after(i, 1))
+        throw std::runtime_error("versus: ringpipe lost a ping");
+      ours.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+    }
+    push.close();
+    p.wait(60s);
+  }
+  handwritten_hop<16> hop(dev, 1);
+  msg got{};
+  for (std::uint32_t i = 0; i < samples / 4; ++i) {
+    const auto m = make_test_message<16>(i);
+    const auto t0 = clock_type::now();
+    hop.enqueue(0, &m, &got, 1).wait();
+    if (got.seq != i || got.check != test_check_after(i, 1))
+      throw std::runtime_error("versus: wrong hand-written ping");
+    theirs.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
+  }
+  return {percentile(ours, 0.5), percentile(theirs, 0.5)};
+}
+
+template <std::size_t N>
+void stream_shape(bench_context& c, const char* shape, const std::vector<const device*>& devices, std::uint32_t count) {
+  // Alternated, so that both see the same machine: hand-written, ringpipe, hand-written, ringpipe.
+  double ours = 0, theirs = 0;
+  for (int round = 0; round < 2; ++round) {
+    theirs = std::max(theirs, handwritten_stream<N>(devices, count));
+    ours = std::max(ours, ringpipe_stream<N>(c.rt, devices, count, c.s.verbose));
+  }
+  result r{
+      "versus", {{"shape", shape}, {"msg_bytes", std::to_string(N)}, {"devices", std::to_string(devices.size())}}, {}};
+  r.metrics["ringpipe_msgs_per_s"] = ours;
+  r.metrics["handwritten_msgs_per_s"] = theirs;
+  r.metrics["ratio"] = ours / theirs;
+  c.results.push_back(r);
+  std::cerr << "  versus " << std::left << std::setw(26) << shape << " ringpipe " << std::setw(12) << ours
+            << " hand-written " << std::setw(12) << theirs << " msgs/s   ratio " << ours / theirs << "\n";
+}
+
+} // namespace
+
+void versus_topic(bench_context& c) {
+  if (!c.selected("versus")) return;
+  const std::uint32_t small = c.s.stream_messages() * 4, large = c.s.quick ? 10'000 : 100'000;
+  std::cerr << "  versus: best of two alternated runs each; ratio = ringpipe / hand-written\n";
+  stream_shape<16>(c, "one_device_16B", {&c.dev}, small);
+  stream_shape<4096>(c, "one_device_4KiB", {&c.dev}, large);
+  if (c.rt.devices().size() >= 2) {
+    stream_shape<16>(c, "two_devices_chained_16B", {&c.rt.device_at(0), &c.rt.device_at(1)}, small);
+  } else {
+    std::cerr << "  versus two_devices_chained_16B: needs two devices (POCL_DEVICES='pthread pthread'); not run\n";
+  }
+  {
+    double forms = 0, inlets = 0;
+    for (int round = 0; round < 2; ++round) {
+      forms = std::max(forms, source_sink_stream(c.rt, c.dev, small));
+      inlets = std::max(inlets, ringpipe_stream<16>(c.rt, {&c.dev}, small));
+    }
+    result r{"versus", {{"shape", "source_sink_vs_inlet_outlet_16B"}, {"msg_bytes", "16"}, {"devices", "1"}}, {}};
+    r.metrics["source_sink_msgs_per_s"] = forms;
+    r.metrics["inlet_outlet_msgs_per_s"] = inlets;
+    r.metrics["ratio"] = forms / inlets;
+    c.results.push_back(r);
+    std::cerr << "  versus source_sink_vs_inlet_outlet source/sink " << forms << " inlet/outlet " << inlets
+              << " msgs/s   ratio " << forms / inlets << "\n";
+  }
+  const auto [ours, theirs] = round_trips(c.rt, c.dev, c.s.rtt_samples());
+  result r{"versus", {{"shape", "one_message_round_trip"}, {"msg_bytes", "16"}, {"devices", "1"}}, {}};
+  r.metrics["ringpipe_rtt_p50_us"] = ours;
+  r.metrics["handwritten_rtt_p50_us"] = theirs;
+  r.metrics["ratio"] = theirs / ours;
+  c.results.push_back(r);
+  std::cerr << "  versus one_message_round_trip    ringpipe " << ours << " us, hand-written " << theirs
+            << " us p50   ratio (hand-written / ringpipe) " << theirs / ours << "\n";
+}
+
+} // namespace ringpipe::bench
