@@ -279,3 +279,39 @@ TEST_F(PlannerTest, KernelPlacedOnAMissingDeviceIsRefusedNamingTheStage) {
 }
 
 } // namespace
+
+namespace {
+// The throughput objective: kernels that name no mode run batched, links that name no capacity
+// get rings of about 1 MiB (65,536 slots of 8 bytes at most); what the user set stays; plan() says
+// which came from the objective. The latency objective changes nothing.
+TEST_F(PlannerTest, ThroughputObjectiveBatchesKernelsAndWidensRingsTheUserLeftOpen) {
+  for (const auto objective : {pipeline_objective::latency, pipeline_objective::throughput}) {
+    const bool throughput = objective == pipeline_objective::throughput;
+    auto o = opts("objective", false);
+    o.objective = objective;
+    pipeline p(rt, o);
+    auto src = p.add_source<sample>("src", no_messages());
+    auto a = p.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(0));
+    kernel_options parked;
+    parked.mode = kernel_mode::parked;
+    auto b = p.add_kernel<sample, sample>("b", map_kernel("clip"), on_device(1), parked);
+    auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+    link_options small;
+    small.capacity = 16;
+    p.connect(src.out(), a.in());
+    p.connect(a.out(), b.in(), small);
+    p.connect(b.out(), sink.in());
+    const auto plan = p.dry_run();
+    EXPECT_EQ(plan.objective, throughput ? "throughput" : "latency");
+    EXPECT_EQ(plan.find_stage("a")->mode, throughput ? std::optional(kernel_mode::batched) : std::nullopt);
+    EXPECT_EQ(plan.find_stage("a")->mode_from_objective, throughput);
+    EXPECT_EQ(plan.find_stage("b")->mode, kernel_mode::parked) << "a forced mode stays";
+    EXPECT_EQ(plan.find_link("src.out", "a.in")->capacity, throughput ? 65536u : 1024u) << "8-byte messages";
+    EXPECT_EQ(plan.find_link("a.out", "b.in")->capacity, 16u) << "a capacity the user set stays";
+    if (throughput) {
+      EXPECT_NE(plan.text().find("kernel 'a' on device 0, batched (objective)"), std::string::npos) << plan.text();
+      EXPECT_NE(plan.text().find("kernel 'b' on device 1, parked (forced)"), std::string::npos) << plan.text();
+    }
+  }
+}
+} // namespace

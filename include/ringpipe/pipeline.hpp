@@ -42,10 +42,22 @@ struct link_options {
   std::uint32_t capacity = 0;    ///< ring slots (a power of two); 0: the pipeline's default
 };
 
+/// What a pipeline's kernels and rings are tuned for.
+enum class pipeline_objective {
+  /// Resident kernels over rings of `capacity` slots: a message crosses in about a microsecond.
+  latency,
+  /// Kernels that name no mode run batched (one launch per run of queued messages, nothing
+  /// spinning between runs), and links that name no capacity get rings of about 1 MiB (up to
+  /// 65,536 slots): a stream over several devices whose kernels would otherwise spin on the same
+  /// few host cores (PoCL's devices are host threads). See docs/performance.md.
+  throughput,
+};
+
 struct pipeline_options {
   std::string name = "pipeline";
-  std::uint32_t capacity = 1024;     ///< default ring slots per link (a power of two)
-  std::uint32_t staging_batch = 256; ///< messages a staged link or host stage moves per turn
+  std::uint32_t capacity = 1024;                              ///< default ring slots per link (a power of two)
+  pipeline_objective objective = pipeline_objective::latency; ///< plan() says what it changed
+  std::uint32_t staging_batch = 256;                          ///< messages a staged link or host stage moves per turn
   /// Run adjacent map kernels (RINGPIPE_MAP_KERNEL) of one program on one device as one kernel,
   /// when nothing else reads between them and their link is not forced: one resident kernel and
   /// no ring instead of two kernels polling a ring. plan() and metrics() show fused links.

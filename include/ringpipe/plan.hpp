@@ -5,6 +5,7 @@
 
 #include <ringpipe/link.hpp>
 #include <ringpipe/metrics.hpp>
+#include <ringpipe/mode.hpp>
 
 #include <cstddef>
 #include <optional>
@@ -20,14 +21,18 @@ struct pipeline_plan {
     std::optional<std::size_t> device; ///< kernel stages: the device index
     std::string fused_into;            ///< runs inside that stage's kernel (empty: its own)
     std::vector<std::string> fused_with;
+    std::optional<kernel_mode> mode; ///< kernel stages: the mode asked for (by the user or the objective)
+    bool mode_from_objective = false;
   };
   struct link {
     std::string from; ///< "stage.out"
     std::string to;   ///< "stage.in"
     link_kind kind = link_kind::direct;
     bool forced = false;
-    bool mover = false; ///< a host mover copies between a ring near each end
+    bool mover = false;         ///< a host mover copies between a ring near each end
+    std::uint32_t capacity = 0; ///< ring slots
   };
+  std::string objective; ///< "latency" or "throughput"
   std::vector<stage> stages;
   std::vector<link> links;
 

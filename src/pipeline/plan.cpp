@@ -15,10 +15,11 @@ const pipeline_plan::stage* pipeline_plan::find_stage(const std::string& name) c
 }
 
 std::string pipeline_plan::text() const {
-  std::string t;
+  std::string t = objective.empty() ? std::string() : "objective: " + objective + "\n";
   for (const auto& s : stages) {
     t += std::string(to_string(s.kind)) + " '" + s.name + "'";
     if (s.device) t += " on device " + std::to_string(*s.device);
+    if (s.mode) t += ", " + std::string(to_string(*s.mode)) + (s.mode_from_objective ? " (objective)" : " (forced)");
     for (const auto& f : s.fused_with)
       t += ", fused with '" + f + "'";
     if (!s.fused_into.empty()) t += ": runs fused in the kernel of '" + s.fused_into + "'";
@@ -26,7 +27,8 @@ std::string pipeline_plan::text() const {
   }
   for (const auto& l : links)
     t += l.from + " -> " + l.to + ": " + std::string(to_string(l.kind)) + (l.forced ? " (forced)" : "") +
-         (l.mover ? ", through a host mover" : "") + "\n";
+         (l.mover ? ", through a host mover" : "") +
+         (l.capacity != 0 ? ", " + std::to_string(l.capacity) + " slots" : "") + "\n";
   return t;
 }
 

@@ -16,6 +16,7 @@ struct planning {
 
   void place();
   void fuse();
+  void apply_objective();
   void check_modes() const;
   void check_budget() const;
   void choose_links();
@@ -88,6 +89,31 @@ void planning::fuse() {
       p.stages[e.to].out_edges.clear();
       p.stages[e.to].fused_into = ai;
     }
+  }
+}
+
+// Throughput: kernels that name no mode run batched and links that name no capacity get rings of
+// about 1 MiB; latency: the user's options as they are.
+void planning::apply_objective() {
+  p.objective = options.objective;
+  const bool throughput = options.objective == pipeline_objective::throughput;
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    auto& ps = p.stages[i];
+    ps.kernel_opts = g.stages[i].kernel_opts;
+    if (throughput && g.stages[i].is_kernel() && !ps.kernel_opts.mode) {
+      ps.kernel_opts.mode = kernel_mode::batched;
+      ps.mode_from_objective = true;
+    }
+  }
+  for (std::size_t ei = 0; ei < g.edges.size(); ++ei) {
+    const auto& e = g.edges[ei];
+    std::uint32_t capacity = e.options.capacity != 0 ? e.options.capacity : options.capacity;
+    if (throughput && e.options.capacity == 0) {
+      const std::size_t slot = std::max<std::size_t>(1, g.stages[e.from].out.size);
+      while (capacity < 65536 && std::size_t{capacity} * 2 * slot <= (std::size_t{1} << 20))
+        capacity *= 2;
+    }
+    p.links[ei].capacity = capacity;
   }
 }
 
@@ -174,6 +200,7 @@ plan make_plan(const graph& g, const topology& devices, const pipeline_options& 
     run.p.links[ei].from = g.edges[ei].from;
   run.place();
   run.fuse();
+  run.apply_objective();
   run.check_modes();
   run.check_budget();
   run.choose_links();
@@ -185,11 +212,13 @@ pipeline_plan plan::summary(const graph& g) const {
   for (std::size_t i = 0; i < g.stages.size(); ++i) {
     const auto& ps = stages[i];
     out.stages.push_back({g.stages[i].name, g.stages[i].kind, ps.device,
-                          ps.fused_into ? g.stages[*ps.fused_into].name : std::string(), ps.fused_with});
+                          ps.fused_into ? g.stages[*ps.fused_into].name : std::string(), ps.fused_with,
+                          g.stages[i].is_kernel() ? ps.kernel_opts.mode : std::nullopt, ps.mode_from_objective});
   }
   for (std::size_t ei = 0; ei < g.edges.size(); ++ei)
     out.links.push_back({g.edges[ei].from_port, g.edges[ei].to_port, links[ei].kind,
-                         g.edges[ei].options.kind.has_value(), links[ei].mover});
+                         g.edges[ei].options.kind.has_value(), links[ei].mover, links[ei].capacity});
+  out.objective = objective == pipeline_objective::throughput ? "throughput" : "latency";
   return out;
 }
 

@@ -18,6 +18,8 @@ struct planned_stage {
   kernel_spec spec;                      ///< fused: the combined program and kernel name
   message_type out;                      ///< fused: the last fused stage's output
   std::vector<std::size_t> out_edges;    ///< fused: the last fused stage's connections
+  kernel_options kernel_opts;            ///< the user's, with the mode the objective asks for
+  bool mode_from_objective = false;
 };
 
 struct planned_link {
@@ -26,9 +28,11 @@ struct planned_link {
   bool mover = false;                      ///< a host mover copies between a ring near each end
   std::optional<std::size_t> producer_dev; ///< a kernel that pushes into the link's ring itself
   std::optional<std::size_t> consumer_dev; ///< a kernel that pops from the link's ring itself
+  std::uint32_t capacity = 0;              ///< ring slots
 };
 
 struct plan {
+  pipeline_objective objective = pipeline_objective::latency;
   std::vector<planned_stage> stages;
   std::vector<planned_link> links;
   pipeline_plan summary(const graph& g) const;

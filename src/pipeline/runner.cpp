@@ -71,7 +71,7 @@ void runner::build_kernels() {
       slow_step notice(rt_, "pipeline '" + g_.name + "': stage '" + s.name + "': building kernel '" + ps.spec.name +
                                 "' on device '" + dev.name() +
                                 "' (the OpenCL driver compiles it; a first build with a cold cache can take minutes)");
-      stages_[i].kernel = std::make_unique<ring_kernel_base>(rt_, dev, ps.spec, s.in.size, ps.out.size, s.kernel_opts);
+      stages_[i].kernel = std::make_unique<ring_kernel_base>(rt_, dev, ps.spec, s.in.size, ps.out.size, ps.kernel_opts);
       stages_[i].kernel->check_arguments(); // a pipeline's kernels get theirs from the spec only
     } catch (const build_error& e) {
       throw build_error(e, "pipeline '" + g_.name + "': stage '" + s.name + "'"); // keeps the log
@@ -97,7 +97,7 @@ void runner::realize_links() {
     if (l.kind == link_kind::fused) continue;
     const auto& e = g_.edges[ei];
     auto& lr = links_[ei];
-    const std::uint32_t capacity = e.options.capacity != 0 ? e.options.capacity : options_.capacity;
+    const std::uint32_t capacity = plan_.links[ei].capacity;
     const auto slot = static_cast<std::uint32_t>(plan_.stages[l.from].out.size);
     const std::string name = e.ring_name();
     const auto dev = [&](const std::optional<std::size_t>& d) { return d ? std::optional(topo[*d]) : std::nullopt; };

@@ -103,9 +103,12 @@ template <std::size_t N> double handwritten_stream(const std::vector<const devic
 // thread with push_n / pop_n of 256, every message verified.
 template <std::size_t N>
 double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, std::uint32_t count,
-                       bool verbose = false) {
+                       bool verbose = false, pipeline_objective objective = pipeline_objective::latency) {
   using msg = test_message<N>;
-  pipeline p(rt, {"versus"});
+  pipeline_options options;
+  options.name = "versus";
+  options.objective = objective;
+  pipeline p(rt, options);
   auto in = p.add_inlet<msg>("in");
   auto out = p.add_outlet<msg>("out");
   output_port<msg> last = in.out();
@@ -213,17 +216,18 @@ void record(bench_context& c, const std::string& shape, std::size_t msg_bytes, s
            {{"shape", shape}, {"msg_bytes", std::to_string(msg_bytes)}, {"devices", std::to_string(devices)}},
            {{ours.first, ours.second}, {theirs.first, theirs.second}, {"ratio", ratio}}};
   c.results.push_back(r);
-  std::cerr << "  versus " << std::left << std::setw(34) << shape << ours.first << " " << std::setw(12) << ours.second
+  std::cerr << "  versus " << std::left << std::setw(36) << shape << ours.first << " " << std::setw(12) << ours.second
             << theirs.first << " " << std::setw(12) << theirs.second << "ratio " << ratio << "\n";
 }
 
 template <std::size_t N>
-void stream_shape(bench_context& c, const char* shape, const std::vector<const device*>& devices, std::uint32_t count) {
+void stream_shape(bench_context& c, const char* shape, const std::vector<const device*>& devices, std::uint32_t count,
+                  pipeline_objective objective = pipeline_objective::latency) {
   // Alternated, so that both see the same machine: hand-written, ringpipe, hand-written, ringpipe.
   double ours = 0, theirs = 0;
   for (int round = 0; round < 2; ++round) {
     theirs = std::max(theirs, handwritten_stream<N>(devices, count));
-    ours = std::max(ours, ringpipe_stream<N>(c.rt, devices, count, c.s.verbose));
+    ours = std::max(ours, ringpipe_stream<N>(c.rt, devices, count, c.s.verbose, objective));
   }
   record(c, shape, N, devices.size(), {"ringpipe_msgs_per_s", ours}, {"handwritten_msgs_per_s", theirs}, ours / theirs);
 }
@@ -238,6 +242,8 @@ void versus_topic(bench_context& c) {
   stream_shape<4096>(c, "one_device_4KiB", {&c.dev}, large);
   if (c.rt.devices().size() >= 2) {
     stream_shape<16>(c, "two_devices_chained_16B", {&c.rt.device_at(0), &c.rt.device_at(1)}, small);
+    stream_shape<16>(c, "two_devices_chained_16B_throughput", {&c.rt.device_at(0), &c.rt.device_at(1)}, small,
+                     pipeline_objective::throughput);
   } else {
     std::cerr << "  versus two_devices_chained_16B: needs two devices (POCL_DEVICES='pthread pthread'); not run\n";
   }
