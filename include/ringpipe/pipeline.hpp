@@ -11,6 +11,7 @@
 //   p.connect(scale.out(), check.in());
 //   p.run(); // or start() ... wait()
 
+#include <ringpipe/detail/host_function.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/metrics.hpp>
 #include <ringpipe/placement.hpp>
@@ -44,20 +45,27 @@ struct link_options {
 
 /// What a pipeline's kernels and rings are tuned for.
 enum class pipeline_objective {
+  /// Chosen by the planner: latency while the threads busy under it (resident kernels on CPU
+  /// devices, whose compute units are host threads; the runtime's threads running host stages; an
+  /// application thread at inlets and outlets) fit the host's cores, else throughput.
+  /// plan() says which it chose and why.
+  automatic,
   /// Resident kernels over rings of `capacity` slots: a message crosses in about a microsecond.
   latency,
   /// Kernels that name no mode run batched (one launch per run of queued messages, nothing
-  /// spinning between runs), and links that name no capacity get rings of about 1 MiB (up to
-  /// 65,536 slots): a stream over several devices whose kernels would otherwise spin on the same
+  /// spinning between runs), and links get rings of about 1 MiB (up to 65,536 slots) unless a
+  /// capacity is given: a stream over several devices whose kernels would otherwise spin on the same
   /// few host cores (PoCL's devices are host threads). See docs/performance.md.
   throughput,
 };
 
 struct pipeline_options {
   std::string name = "pipeline";
-  std::uint32_t capacity = 1024;                              ///< default ring slots per link (a power of two)
-  pipeline_objective objective = pipeline_objective::latency; ///< plan() says what it changed
-  std::uint32_t staging_batch = 256;                          ///< messages a staged link or host stage moves per turn
+  /// Ring slots per link that names none (a power of two); 0: the objective's, 1,024 for latency
+  /// and about 1 MiB (up to 65,536 slots) for throughput.
+  std::uint32_t capacity = 0;
+  pipeline_objective objective = pipeline_objective::automatic; ///< plan() says what it chose
+  std::uint32_t staging_batch = 256;                            ///< messages a staged link or host stage moves per turn
   /// Run adjacent map kernels (RINGPIPE_MAP_KERNEL) of one program on one device as one kernel,
   /// when nothing else reads between them and their link is not forced: one resident kernel and
   /// no ring instead of two kernels polling a ring. plan() and metrics() show fused links.
@@ -115,6 +123,16 @@ public:
   stage_ref<In, Out> add_kernel(std::string name, kernel_spec spec, placement where = {}, kernel_options options = {});
   /// A host function consuming every message.
   template <class In, class Fn> stage_ref<In, no_message> add_sink(std::string name, Fn fn);
+  // The same per batch: spans of up to pipeline_options::staging_batch messages, in order. A
+  // batch function that throws loses its whole batch (stop_report::lost_in counts it).
+  /// `gen(std::span<T> room)` fills the first k messages of `room` and returns k (0: nothing
+  /// yet), or std::nullopt to end the stream.
+  template <class T, class Gen> stage_ref<no_message, T> add_source_batch(std::string name, Gen gen);
+  /// `fn(std::span<const In> in, std::span<Out> out)` writes k <= in.size() results to the
+  /// front of `out` and returns k.
+  template <class In, class Out, class Fn> stage_ref<In, Out> add_host_batch(std::string name, Fn fn);
+  /// `fn(std::span<const In> in)` consumes a batch.
+  template <class In, class Fn> stage_ref<In, no_message> add_sink_batch(std::string name, Fn fn);
   /// A ring the application pushes into after start() (inlet<T>(name)), closing it to end.
   template <class T> stage_ref<no_message, T> add_inlet(std::string name);
   /// A ring the application pops from after start() (outlet<T>(name)).
@@ -169,15 +187,11 @@ public:
   runtime& rt() noexcept;
 
 private:
-  using byte_generate = std::function<bool(std::byte* out)>;
-  using byte_transform = std::function<bool(const std::byte* in, std::byte* out)>;
-  using byte_consume = std::function<void(const std::byte* in)>;
-
   std::size_t add_stage(std::string name, stage_kind kind, message_type in, message_type out);
   detail::stage_decl& def(std::size_t id);
-  void set_generate(std::size_t id, byte_generate fn);
-  void set_transform(std::size_t id, byte_transform fn);
-  void set_consume(std::size_t id, byte_consume fn);
+  void set_generate(std::size_t id, detail::generate_run fn);
+  void set_transform(std::size_t id, detail::transform_run fn);
+  void set_consume(std::size_t id, detail::consume_run fn);
   void set_kernel(std::size_t id, kernel_spec spec, placement where, kernel_options options);
   void connect_ids(std::size_t from, std::size_t to, link_options options);
   void set_fan_out_id(std::size_t stage, fan_out policy);
@@ -206,30 +220,25 @@ template <class T> message_type message_type::of() {
 // NOLINTBEGIN(performance-unnecessary-value-param)
 template <class T, class Gen> stage_ref<no_message, T> pipeline::add_source(std::string name, Gen gen) {
   const auto id = add_stage(std::move(name), stage_kind::source, message_type::of<no_message>(), message_type::of<T>());
-  set_generate(id, [gen = std::move(gen)](std::byte* out) mutable {
-    std::optional<T> m = gen();
-    if (!m) return false;
-    std::memcpy(out, &*m, sizeof(T));
-    return true;
-  });
+  set_generate(id, detail::per_message_source<T>(std::move(gen)));
+  return {id};
+}
+
+template <class T, class Gen> stage_ref<no_message, T> pipeline::add_source_batch(std::string name, Gen gen) {
+  const auto id = add_stage(std::move(name), stage_kind::source, message_type::of<no_message>(), message_type::of<T>());
+  set_generate(id, detail::batch_source<T>(std::move(gen)));
   return {id};
 }
 
 template <class In, class Out, class Fn> stage_ref<In, Out> pipeline::add_host(std::string name, Fn fn) {
   const auto id = add_stage(std::move(name), stage_kind::host, message_type::of<In>(), message_type::of<Out>());
-  set_transform(id, [fn = std::move(fn)](const std::byte* in, std::byte* out) mutable {
-    In m;
-    std::memcpy(&m, in, sizeof(In));
-    if constexpr (std::is_same_v<std::invoke_result_t<Fn&, const In&>, std::optional<Out>>) {
-      std::optional<Out> r = fn(static_cast<const In&>(m));
-      if (!r) return false;
-      std::memcpy(out, &*r, sizeof(Out));
-    } else {
-      const Out r = fn(static_cast<const In&>(m));
-      std::memcpy(out, &r, sizeof(Out));
-    }
-    return true;
-  });
+  set_transform(id, detail::per_message_transform<In, Out>(std::move(fn)));
+  return {id};
+}
+
+template <class In, class Out, class Fn> stage_ref<In, Out> pipeline::add_host_batch(std::string name, Fn fn) {
+  const auto id = add_stage(std::move(name), stage_kind::host, message_type::of<In>(), message_type::of<Out>());
+  set_transform(id, detail::batch_transform<In, Out>(std::move(fn)));
   return {id};
 }
 
@@ -242,11 +251,13 @@ stage_ref<In, Out> pipeline::add_kernel(std::string name, kernel_spec spec, plac
 
 template <class In, class Fn> stage_ref<In, no_message> pipeline::add_sink(std::string name, Fn fn) {
   const auto id = add_stage(std::move(name), stage_kind::sink, message_type::of<In>(), message_type::of<no_message>());
-  set_consume(id, [fn = std::move(fn)](const std::byte* in) mutable {
-    In m;
-    std::memcpy(&m, in, sizeof(In));
-    fn(static_cast<const In&>(m));
-  });
+  set_consume(id, detail::per_message_sink<In>(std::move(fn)));
+  return {id};
+}
+
+template <class In, class Fn> stage_ref<In, no_message> pipeline::add_sink_batch(std::string name, Fn fn) {
+  const auto id = add_stage(std::move(name), stage_kind::sink, message_type::of<In>(), message_type::of<no_message>());
+  set_consume(id, detail::batch_sink<In>(std::move(fn)));
   return {id};
 }
 

@@ -32,7 +32,8 @@ struct pipeline_plan {
     bool mover = false;         ///< a host mover copies between a ring near each end
     std::uint32_t capacity = 0; ///< ring slots
   };
-  std::string objective; ///< "latency" or "throughput"
+  std::string objective;        ///< "latency" or "throughput"
+  std::string objective_reason; ///< "asked for", or why the planner chose it
   std::vector<stage> stages;
   std::vector<link> links;
 

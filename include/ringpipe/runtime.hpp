@@ -27,6 +27,9 @@ struct runtime_options {
   /// A blocking step of start() (building a kernel) that takes longer than this is said through
   /// `notice`, with what it waits for, and again every 10 s; 0: every step is said as it begins.
   std::chrono::milliseconds slow_step_after{2000};
+  /// Host cores the planner counts busy threads against (pipeline_objective::automatic); 0: the
+  /// cores the host reports.
+  unsigned host_cores = 0;
 };
 
 class runtime {
@@ -47,6 +50,9 @@ public:
   /// Says `text` through runtime_options::notice.
   void notice(std::string_view text) const;
   std::chrono::milliseconds slow_step_after() const noexcept { return options_.slow_step_after; }
+  unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
+  /// runtime_options::host_cores, or the cores the host reports (at least 1).
+  unsigned host_cores() const noexcept;
 
   /// The executor bound to one device: host functions posted to it run one at a time, in order
   /// (a strand), so work that drives one device's queues never races with itself.

@@ -88,6 +88,11 @@ void host_stage::push_run(std::size_t n) {
   msgs_out.fetch_add(n, std::memory_order_relaxed);
 }
 
+void host_stage::lose_at_throw(const run_progress& p) {
+  take_run(p.taken + p.at_risk);
+  lost.fetch_add(p.at_risk, std::memory_order_relaxed);
+}
+
 void host_stage::end_stream() {
   for (auto& o : outputs_) {
     o.ring->close();

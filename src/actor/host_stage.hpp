@@ -8,6 +8,8 @@
 #include "fan.hpp"
 #include "poller.hpp"
 
+#include <ringpipe/detail/host_function.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -71,7 +73,7 @@ protected:
   /// Room for a run: the batch, bounded by the fullest output.
   std::size_t run_room() const;
   /// Copies a run of up to `max` messages into in_block_ without taking them; take_run(k) takes
-  /// the first k (counted in msgs_in): a function that throws mid-run loses only its message.
+  /// the first k (counted in msgs_in): a function that throws mid-run loses only what it held.
   std::size_t peek_run(std::size_t max) {
     return inputs_.peek_run(in_block_.data(), std::min<std::size_t>(max, batch_));
   }
@@ -81,6 +83,9 @@ protected:
   }
   /// Pushes `n` messages from out_block_ to every output (room was checked; counted in msgs_out).
   void push_run(std::size_t n);
+  /// After a host function threw mid-run: takes the run up to and including the messages it was
+  /// given at once (one, or its whole batch) and counts those as lost.
+  void lose_at_throw(const run_progress& p);
   /// Closes every output: the stream ended.
   void end_stream();
   std::uint32_t batch() const noexcept { return batch_; }

@@ -2,37 +2,35 @@
 
 namespace ringpipe::detail {
 
-// Sources, transforms and sinks move runs of messages: one pop and one push per run, the user's
-// function called per message between them; round-robin over several outputs goes one by one.
+// Sources, transforms and sinks move runs of messages: one pop, one call of the user's function
+// (through its adapter, which calls it per message or once per batch) and one push per run;
+// round-robin over several outputs goes one message at a time.
 std::size_t source_stage::turn() {
   if (runs_possible()) {
-    const auto room = run_room();
-    std::size_t made = 0;
+    run_progress p;
     try {
-      for (; made < room; ++made) {
-        if (!generate_(out_block_.data() + made * out_size())) {
-          push_run(made);
-          end_stream();
-          return made;
-        }
-      }
+      generate_(out_block_.data(), run_room(), p);
     } catch (...) {
-      push_run(made); // what was generated before the throw is delivered
+      push_run(p.made); // what was generated before the throw is delivered
       throw;
     }
-    push_run(made);
-    return made;
+    push_run(p.made);
+    if (p.ended) end_stream();
+    return p.made;
   }
   return std::visit(
       [&](auto& fan) {
         std::size_t moved = 0;
         while (moved < batch() && fan.has_room(outputs_)) {
-          if (!generate_(out_buf_.data())) {
+          run_progress p;
+          generate_(out_buf_.data(), 1, p);
+          if (p.made == 1) push(fan, out_buf_.data());
+          moved += p.made;
+          if (p.ended) {
             end_stream();
             break;
           }
-          push(fan, out_buf_.data());
-          ++moved;
+          if (p.made == 0) break; // a batch source with nothing yet
         }
         return moved;
       },
@@ -51,21 +49,21 @@ std::size_t transform_stage::turn() {
   std::size_t moved = 0;
   if (runs_possible()) {
     moved = peek_run(run_room());
-    std::size_t i = 0, kept = 0;
+    run_progress p;
     try {
-      for (; i < moved; ++i)
-        if (transform_(in_block_.data() + i * in_size(), out_block_.data() + kept * out_size())) ++kept;
+      if (moved > 0) transform_(in_block_.data(), moved, out_block_.data(), p);
     } catch (...) {
-      take_run(i + 1); // the message it threw on is taken (and lost); the rest stay queued
-      lost.fetch_add(1, std::memory_order_relaxed);
-      push_run(kept);
+      lose_at_throw(p);
+      push_run(p.made);
       throw;
     }
     take_run(moved);
-    push_run(kept);
+    push_run(p.made);
   } else {
     moved = each_message([&](const std::byte* in, auto& fan) {
-      if (transform_(in, out_buf_.data())) push(fan, out_buf_.data());
+      run_progress p;
+      transform_(in, 1, out_buf_.data(), p);
+      if (p.made == 1) push(fan, out_buf_.data());
     });
   }
   return end_if_drained(moved, batch(), inputs_, [&] { end_stream(); });
@@ -73,13 +71,11 @@ std::size_t transform_stage::turn() {
 
 std::size_t sink_stage::turn() {
   const auto moved = peek_run(batch());
-  std::size_t i = 0;
+  run_progress p;
   try {
-    for (; i < moved; ++i)
-      consume_(in_block_.data() + i * in_size());
+    if (moved > 0) consume_(in_block_.data(), moved, p);
   } catch (...) {
-    take_run(i + 1);
-    lost.fetch_add(1, std::memory_order_relaxed);
+    lose_at_throw(p);
     throw;
   }
   take_run(moved);

@@ -5,14 +5,13 @@
 
 #include "host_stage.hpp"
 
-#include <functional>
+#include <ringpipe/detail/host_function.hpp>
 
 namespace ringpipe::detail {
 
 class source_stage final : public host_stage {
 public:
-  /// `generate(out)` writes the next message and returns true, or returns false at the end.
-  using generate_fn = std::function<bool(std::byte* out)>;
+  using generate_fn = generate_run; // called once per run (see run_progress)
   source_stage(std::shared_ptr<poll_executor> ex, std::string name, std::uint32_t batch, generate_fn generate)
       : host_stage(std::move(ex), std::move(name), batch), generate_(std::move(generate)) {}
 
@@ -23,8 +22,7 @@ private:
 
 class transform_stage final : public host_stage {
 public:
-  /// `transform(in, out)` writes a result and returns true, or returns false to drop the message.
-  using transform_fn = std::function<bool(const std::byte* in, std::byte* out)>;
+  using transform_fn = transform_run; // may write fewer results than it takes (drops)
   transform_stage(std::shared_ptr<poll_executor> ex, std::string name, std::uint32_t batch, transform_fn transform)
       : host_stage(std::move(ex), std::move(name), batch), transform_(std::move(transform)) {}
 
@@ -35,7 +33,7 @@ private:
 
 class sink_stage final : public host_stage {
 public:
-  using consume_fn = std::function<void(const std::byte* in)>;
+  using consume_fn = consume_run;
   sink_stage(std::shared_ptr<poll_executor> ex, std::string name, std::uint32_t batch, consume_fn consume)
       : host_stage(std::move(ex), std::move(name), batch), consume_(std::move(consume)) {}
 

@@ -1,5 +1,6 @@
 #include <ringpipe/runtime.hpp>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace ringpipe {
@@ -20,6 +21,11 @@ runtime::~runtime() {
   io_.stop();
   for (auto& t : threads_)
     t.join();
+}
+
+unsigned runtime::host_cores() const noexcept {
+  if (options_.host_cores != 0) return options_.host_cores;
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 void runtime::notice(std::string_view text) const {

@@ -15,9 +15,9 @@ struct stage_decl {
   std::string name;
   stage_kind kind = stage_kind::host;
   message_type in, out;
-  std::function<bool(std::byte*)> generate;
-  std::function<bool(const std::byte*, std::byte*)> transform;
-  std::function<void(const std::byte*)> consume;
+  generate_run generate;
+  transform_run transform;
+  consume_run consume;
   kernel_spec spec;
   placement where;
   kernel_options kernel_opts;

@@ -39,6 +39,7 @@ struct pipeline_impl {
   pipeline_options options;
   graph g;
   std::unique_ptr<runner> run; // after start()
+  host_capacity host() const { return {rt.host_cores(), rt.threads()}; }
 };
 
 } // namespace detail
@@ -54,7 +55,8 @@ void check_capacity(std::uint32_t capacity, const std::string& where) {
 
 pipeline::pipeline(runtime& rt, pipeline_options options)
     : impl_(std::make_unique<detail::pipeline_impl>(rt, std::move(options))) {
-  check_capacity(impl_->options.capacity, "pipeline '" + impl_->options.name + "': pipeline_options::capacity");
+  if (impl_->options.capacity != 0) // 0: the objective's
+    check_capacity(impl_->options.capacity, "pipeline '" + impl_->options.name + "': pipeline_options::capacity");
 }
 
 pipeline::~pipeline() = default;
@@ -67,9 +69,9 @@ std::size_t pipeline::add_stage(std::string name, stage_kind kind, message_type 
 }
 
 detail::stage_decl& pipeline::def(std::size_t id) { return impl_->g.stages.at(id); }
-void pipeline::set_generate(std::size_t id, byte_generate fn) { def(id).generate = std::move(fn); }
-void pipeline::set_transform(std::size_t id, byte_transform fn) { def(id).transform = std::move(fn); }
-void pipeline::set_consume(std::size_t id, byte_consume fn) { def(id).consume = std::move(fn); }
+void pipeline::set_generate(std::size_t id, detail::generate_run fn) { def(id).generate = std::move(fn); }
+void pipeline::set_transform(std::size_t id, detail::transform_run fn) { def(id).transform = std::move(fn); }
+void pipeline::set_consume(std::size_t id, detail::consume_run fn) { def(id).consume = std::move(fn); }
 void pipeline::set_kernel(std::size_t id, kernel_spec spec, placement where, kernel_options options) {
   auto& s = def(id);
   s.spec = std::move(spec);
@@ -111,13 +113,13 @@ void pipeline::set_fan_out(const std::string& stage, fan_out policy) { set_fan_o
 void pipeline::set_fan_out_id(std::size_t stage, fan_out policy) { def(stage).policy = policy; }
 
 pipeline_plan pipeline::dry_run() const {
-  return detail::make_plan(impl_->g, impl_->rt.devices(), impl_->options).summary(impl_->g);
+  return detail::make_plan(impl_->g, impl_->rt.devices(), impl_->options, impl_->host()).summary(impl_->g);
 }
 
 void pipeline::start() {
   auto& p = *impl_;
   if (p.run) throw error(errc::invalid_pipeline, "pipeline '" + p.options.name + "' was already started");
-  auto planned = detail::make_plan(p.g, p.rt.devices(), p.options);
+  auto planned = detail::make_plan(p.g, p.rt.devices(), p.options, p.host());
   auto run = std::make_unique<detail::runner>(p.rt, p.g, std::move(planned), p.options);
   run->start();
   p.run = std::move(run);

@@ -15,7 +15,9 @@ const pipeline_plan::stage* pipeline_plan::find_stage(const std::string& name) c
 }
 
 std::string pipeline_plan::text() const {
-  std::string t = objective.empty() ? std::string() : "objective: " + objective + "\n";
+  std::string t = objective.empty() ? std::string()
+                                    : "objective: " + objective +
+                                          (objective_reason.empty() ? "" : " (" + objective_reason + ")") + "\n";
   for (const auto& s : stages) {
     t += std::string(to_string(s.kind)) + " '" + s.name + "'";
     if (s.device) t += " on device " + std::to_string(*s.device);

@@ -31,16 +31,28 @@ struct planned_link {
   std::uint32_t capacity = 0;              ///< ring slots
 };
 
+/// What the planner counts busy threads against (pipeline_objective::automatic).
+struct host_capacity {
+  unsigned cores = 1;           ///< the host's cores
+  unsigned runtime_threads = 1; ///< the runtime's threads, which run every host stage
+};
+
 struct plan {
-  pipeline_objective objective = pipeline_objective::latency;
+  pipeline_objective objective = pipeline_objective::latency; ///< never automatic: what was chosen
+  std::string objective_reason;
   std::vector<planned_stage> stages;
   std::vector<planned_link> links;
   pipeline_plan summary(const graph& g) const;
 };
 
+/// Slots of a ring no one gave a capacity: pipeline_options::capacity, else 1,024 for latency
+/// and about 1 MiB (up to 65,536 slots) for throughput.
+std::uint32_t default_capacity(const pipeline_options& options, pipeline_objective objective, std::size_t slot_size);
+
 /// Validates `g`, places its kernels, fuses adjacent map kernels (if asked), checks forced
-/// persistent kernels against their pools' budgets and chooses every link's kind. Throws
-/// errc::invalid_pipeline or errc::budget_exceeded naming the pipeline, stages and ports.
-plan make_plan(const graph& g, const topology& devices, const pipeline_options& options);
+/// persistent kernels against their pools' budgets, chooses every link's kind and applies the
+/// objective (choosing it against `host` when automatic). Throws errc::invalid_pipeline or
+/// errc::budget_exceeded naming the pipeline, stages and ports.
+plan make_plan(const graph& g, const topology& devices, const pipeline_options& options, host_capacity host);
 
 } // namespace ringpipe::detail

@@ -149,8 +149,8 @@ void runner::realize_stages() {
         if (s.in_edges.size() == 1) {
           sr.kernel_in = links_[s.in_edges[0]].consumer_ring;
         } else {
-          sr.kernel_in =
-              make_ring(d, options_.capacity, static_cast<std::uint32_t>(s.in.size), s.in_port() + ".merged");
+          sr.kernel_in = make_ring(d, default_capacity(options_, plan_.objective, s.in.size),
+                                   static_cast<std::uint32_t>(s.in.size), s.in_port() + ".merged");
           auto merge =
               add_actor(std::make_shared<mover_stage>(executor(), s.in_port() + " (merge)", options_.staging_batch));
           for (const auto ei : s.in_edges)
@@ -162,8 +162,8 @@ void runner::realize_stages() {
         if (ps.out_edges.size() == 1) {
           sr.kernel_out = links_[ps.out_edges[0]].producer_ring;
         } else {
-          sr.kernel_out =
-              make_ring(d, options_.capacity, static_cast<std::uint32_t>(ps.out.size), s.out_port() + ".split");
+          sr.kernel_out = make_ring(d, default_capacity(options_, plan_.objective, ps.out.size),
+                                    static_cast<std::uint32_t>(ps.out.size), s.out_port() + ".split");
           auto split =
               add_actor(std::make_shared<mover_stage>(executor(), s.out_port() + " (split)", options_.staging_batch));
           split->set_fan(fan(s.policy));

@@ -103,7 +103,7 @@ template <std::size_t N> double handwritten_stream(const std::vector<const devic
 // thread with push_n / pop_n of 256, every message verified.
 template <std::size_t N>
 double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, std::uint32_t count,
-                       bool verbose = false, pipeline_objective objective = pipeline_objective::latency) {
+                       bool verbose = false, pipeline_objective objective = pipeline_objective::automatic) {
   using msg = test_message<N>;
   pipeline_options options;
   options.name = "versus";
@@ -142,25 +142,44 @@ double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, s
   const double rate = count / seconds_since(t0);
   push.close();
   p.wait(60s);
-  if (verbose) std::cerr << p.metrics().table() << "\n";
+  if (verbose) std::cerr << p.plan() << p.metrics().table() << "\n";
   return rate;
 }
 
 // The README's first form against inlet/outlet: add_source -> test_map -> add_sink, every message
 // verified in the sink, timed from start() to the end of the stream.
-double source_sink_stream(runtime& rt, const device& dev, std::uint32_t count) {
+// add_source -> kernel -> add_sink, per message or with batch functions (add_source_batch,
+// add_sink_batch), every message verified.
+double source_sink_stream(runtime& rt, const device& dev, std::uint32_t count, bool batches) {
   using msg = test_message<16>;
   pipeline p(rt, {"versus-source-sink"});
-  auto src = p.add_source<msg>("source", [next = std::uint32_t{0}, count]() mutable -> std::optional<msg> {
-    if (next == count) return std::nullopt;
-    return make_test_message<16>(next++);
-  });
-  auto k = p.add_kernel<msg, msg>("k", {test_stages_source(16), "test_map"}, on_device(dev.index()));
-  std::uint32_t expected = 0, wrong = 0;
-  auto sink = p.add_sink<msg>("sink", [&](const msg& m) {
+  std::uint32_t next = 0, expected = 0, wrong = 0;
+  const auto check = [&](const msg& m) {
     if (m.seq != expected || m.check != test_check_after(expected, 1)) ++wrong;
     ++expected;
-  });
+  };
+  stage_ref<no_message, msg> src{};
+  stage_ref<msg, no_message> sink{};
+  if (batches) {
+    src = p.add_source_batch<msg>("source", [&](std::span<msg> room) -> std::optional<std::size_t> {
+      if (next == count) return std::nullopt;
+      const auto n = std::min<std::size_t>(room.size(), count - next);
+      for (std::size_t i = 0; i < n; ++i)
+        room[i] = make_test_message<16>(next++);
+      return n;
+    });
+    sink = p.add_sink_batch<msg>("sink", [&](std::span<const msg> in) {
+      for (const auto& m : in)
+        check(m);
+    });
+  } else {
+    src = p.add_source<msg>("source", [&]() -> std::optional<msg> {
+      if (next == count) return std::nullopt;
+      return make_test_message<16>(next++);
+    });
+    sink = p.add_sink<msg>("sink", check);
+  }
+  auto k = p.add_kernel<msg, msg>("k", {test_stages_source(16), "test_map"}, on_device(dev.index()));
   p.connect(src.out(), k.in());
   p.connect(k.out(), sink.in());
   const auto t0 = clock_type::now();
@@ -216,13 +235,13 @@ void record(bench_context& c, const std::string& shape, std::size_t msg_bytes, s
            {{"shape", shape}, {"msg_bytes", std::to_string(msg_bytes)}, {"devices", std::to_string(devices)}},
            {{ours.first, ours.second}, {theirs.first, theirs.second}, {"ratio", ratio}}};
   c.results.push_back(r);
-  std::cerr << "  versus " << std::left << std::setw(36) << shape << ours.first << " " << std::setw(12) << ours.second
+  std::cerr << "  versus " << std::left << std::setw(42) << shape << ours.first << " " << std::setw(12) << ours.second
             << theirs.first << " " << std::setw(12) << theirs.second << "ratio " << ratio << "\n";
 }
 
 template <std::size_t N>
 void stream_shape(bench_context& c, const char* shape, const std::vector<const device*>& devices, std::uint32_t count,
-                  pipeline_objective objective = pipeline_objective::latency) {
+                  pipeline_objective objective = pipeline_objective::automatic) {
   // Alternated, so that both see the same machine: hand-written, ringpipe, hand-written, ringpipe.
   double ours = 0, theirs = 0;
   for (int round = 0; round < 2; ++round) {
@@ -242,19 +261,19 @@ void versus_topic(bench_context& c) {
   stream_shape<4096>(c, "one_device_4KiB", {&c.dev}, large);
   if (c.rt.devices().size() >= 2) {
     stream_shape<16>(c, "two_devices_chained_16B", {&c.rt.device_at(0), &c.rt.device_at(1)}, small);
-    stream_shape<16>(c, "two_devices_chained_16B_throughput", {&c.rt.device_at(0), &c.rt.device_at(1)}, small,
-                     pipeline_objective::throughput);
+    stream_shape<16>(c, "two_devices_chained_16B_latency", {&c.rt.device_at(0), &c.rt.device_at(1)}, small,
+                     pipeline_objective::latency);
   } else {
     std::cerr << "  versus two_devices_chained_16B: needs two devices (POCL_DEVICES='pthread pthread'); not run\n";
   }
-  {
+  for (const bool batches : {false, true}) {
     double forms = 0, inlets = 0;
     for (int round = 0; round < 2; ++round) {
-      forms = std::max(forms, source_sink_stream(c.rt, c.dev, small));
+      forms = std::max(forms, source_sink_stream(c.rt, c.dev, small, batches));
       inlets = std::max(inlets, ringpipe_stream<16>(c.rt, {&c.dev}, small));
     }
-    record(c, "source_sink_vs_inlet_outlet_16B", 16, 1, {"source_sink_msgs_per_s", forms},
-           {"inlet_outlet_msgs_per_s", inlets}, forms / inlets);
+    record(c, batches ? "source_sink_batches_vs_inlet_outlet_16B" : "source_sink_vs_inlet_outlet_16B", 16, 1,
+           {"source_sink_msgs_per_s", forms}, {"inlet_outlet_msgs_per_s", inlets}, forms / inlets);
   }
   const auto [ours, theirs] = round_trips(c.rt, c.dev, c.s.rtt_samples());
   // The ratio is the other way round: how many times shorter ringpipe's round trip is.

@@ -1,0 +1,126 @@
+#pragma once
+// Host functions as host stages call them: once per run of messages, as bytes. The adapters
+// below wrap what users write, per message or per batch, so that the only call through
+// std::function is one per run; the per-message call to the user's function is inlined here.
+
+#include <ringpipe/error.hpp>
+
+#include <cstddef>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace ringpipe::detail {
+
+/// How far a host function got through a run. When it throws, `at_risk` messages from `taken`
+/// on are lost (one for a per-message function, the whole run for a batch function) and the
+/// `made` results before them are delivered.
+struct run_progress {
+  std::size_t taken = 0;
+  std::size_t made = 0;
+  std::size_t at_risk = 1;
+  bool ended = false; ///< sources: the stream ended after `made` messages
+};
+
+using generate_run = std::function<void(std::byte* out, std::size_t room, run_progress&)>;
+using transform_run = std::function<void(const std::byte* in, std::size_t n, std::byte* out, run_progress&)>;
+using consume_run = std::function<void(const std::byte* in, std::size_t n, run_progress&)>;
+
+/// Batch functions see a host stage's blocks as arrays of messages: the blocks come from
+/// operator new (aligned to __STDCPP_DEFAULT_NEW_ALIGNMENT__) and are filled by memcpy, which
+/// creates the message objects in them.
+template <class T> inline constexpr bool viewable_in_blocks = alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+template <class T> std::span<const T> view_run(const std::byte* p, std::size_t n) {
+  return {std::launder(reinterpret_cast<const T*>(p)), n};
+}
+template <class T> std::span<T> view_run(std::byte* p, std::size_t n) {
+  return {std::launder(reinterpret_cast<T*>(p)), n};
+}
+template <class T> T load_message(const std::byte* p) {
+  T m;
+  std::memcpy(&m, p, sizeof(T));
+  return m;
+}
+inline void check_batch_count(std::size_t returned, std::size_t room, const char* what) {
+  if (returned > room)
+    throw error(make_error_code(errc::invalid_argument), std::string(what) + " returned " + std::to_string(returned) +
+                                                             " messages for a span of " + std::to_string(room));
+}
+
+template <class T, class Gen> generate_run per_message_source(Gen gen) {
+  return [gen = std::move(gen)](std::byte* out, std::size_t room, run_progress& p) mutable {
+    for (; p.made < room; ++p.made) {
+      std::optional<T> m = gen();
+      if (!m) {
+        p.ended = true;
+        return;
+      }
+      std::memcpy(out + p.made * sizeof(T), &*m, sizeof(T));
+    }
+  };
+}
+
+template <class T, class Gen> generate_run batch_source(Gen gen) {
+  static_assert(viewable_in_blocks<T>, "batch functions take messages aligned to at most the default new alignment");
+  return [gen = std::move(gen)](std::byte* out, std::size_t room, run_progress& p) mutable {
+    const std::optional<std::size_t> n = gen(view_run<T>(out, room));
+    if (!n) {
+      p.ended = true;
+      return;
+    }
+    check_batch_count(*n, room, "a batch source");
+    p.made = *n;
+  };
+}
+
+template <class In, class Out, class Fn> transform_run per_message_transform(Fn fn) {
+  return [fn = std::move(fn)](const std::byte* in, std::size_t n, std::byte* out, run_progress& p) mutable {
+    for (; p.taken < n; ++p.taken) {
+      const In m = load_message<In>(in + p.taken * sizeof(In));
+      if constexpr (std::is_same_v<std::invoke_result_t<Fn&, const In&>, std::optional<Out>>) {
+        const std::optional<Out> r = fn(m);
+        if (!r) continue;
+        std::memcpy(out + p.made * sizeof(Out), &*r, sizeof(Out));
+      } else {
+        const Out r = fn(m);
+        std::memcpy(out + p.made * sizeof(Out), &r, sizeof(Out));
+      }
+      ++p.made;
+    }
+  };
+}
+
+template <class In, class Out, class Fn> transform_run batch_transform(Fn fn) {
+  static_assert(viewable_in_blocks<In> && viewable_in_blocks<Out>,
+                "batch functions take messages aligned to at most the default new alignment");
+  return [fn = std::move(fn)](const std::byte* in, std::size_t n, std::byte* out, run_progress& p) mutable {
+    p.at_risk = n;
+    const std::size_t made = fn(view_run<In>(in, n), view_run<Out>(out, n));
+    check_batch_count(made, n, "a batch host function");
+    p.taken = n;
+    p.made = made;
+  };
+}
+
+template <class In, class Fn> consume_run per_message_sink(Fn fn) {
+  return [fn = std::move(fn)](const std::byte* in, std::size_t n, run_progress& p) mutable {
+    for (; p.taken < n; ++p.taken)
+      fn(static_cast<const In&>(load_message<In>(in + p.taken * sizeof(In))));
+  };
+}
+
+template <class In, class Fn> consume_run batch_sink(Fn fn) {
+  static_assert(viewable_in_blocks<In>, "batch functions take messages aligned to at most the default new alignment");
+  return [fn = std::move(fn)](const std::byte* in, std::size_t n, run_progress& p) mutable {
+    p.at_risk = n;
+    fn(view_run<In>(in, n));
+    p.taken = n;
+  };
+}
+
+} // namespace ringpipe::detail
