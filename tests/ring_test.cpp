@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -107,6 +108,54 @@ TEST(Ring, TimeoutsNameTheRingAndWhatTheyWaitedFor) {
   }
   EXPECT_FALSE(r.pop(m, 1ms, ec));
   EXPECT_EQ(ec, make_error_code(errc::timeout));
+}
+
+// push_all and pop_some: runs larger than the ring pass whole, in order, between two threads
+// that wait (not spin) while they cannot move; the end of the stream, a timeout and a cancel
+// each say which it was, and what was moved before is counted.
+TEST(Ring, BlockingRunsPassWholeAndSayWhyTheyStopped) {
+  constexpr std::uint32_t count = 100'000;
+  ring<msg> r(64, {"runs"});
+  std::thread producer([&] {
+    std::vector<msg> run(1000);
+    for (std::uint32_t s = 0; s < count; s += 1000) {
+      for (std::uint32_t i = 0; i < 1000; ++i)
+        run[i] = {s + i, check_of(s + i)};
+      std::error_code ec;
+      EXPECT_EQ(r.push_all(std::span<const msg>(run), 30s, ec), run.size());
+      EXPECT_FALSE(ec);
+    }
+    r.close();
+  });
+  std::vector<msg> got(100);
+  std::uint32_t expected = 0;
+  std::error_code ec;
+  while (const auto n = r.pop_some(std::span(got), 30s, ec)) {
+    for (std::size_t i = 0; i < n; ++i, ++expected)
+      ASSERT_EQ(got[i].seq, expected) << "lost, duplicated or reordered";
+  }
+  producer.join();
+  EXPECT_FALSE(ec) << "0 at the end of the stream, with no error";
+  EXPECT_EQ(expected, count);
+
+  ring<msg> small(4, {"small"});
+  const std::vector<msg> six(6, msg{1, 1});
+  EXPECT_EQ(small.push_all(std::span(six), 5ms, ec), 4u) << "what fitted is pushed and counted";
+  EXPECT_EQ(ec, make_error_code(errc::timeout));
+  std::vector<msg> all(8);
+  EXPECT_EQ(small.pop_some(std::span(all), 5ms, ec), 4u);
+  EXPECT_FALSE(ec);
+  EXPECT_EQ(small.pop_some(std::span(all), 5ms, ec), 0u);
+  EXPECT_EQ(ec, make_error_code(errc::timeout)) << "an open, empty ring times out";
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(20ms);
+    small.buffer().cancel("the test stopped it");
+  });
+  EXPECT_EQ(small.pop_some(std::span(all), 30s, ec), 0u);
+  EXPECT_EQ(ec, make_error_code(errc::cancelled));
+  canceller.join();
+  EXPECT_EQ(small.push_all(std::span(six), 30s, ec), 0u);
+  EXPECT_EQ(ec, make_error_code(errc::cancelled));
 }
 
 TEST(Ring, BatchesWrapAroundTheSlotArray) {

@@ -168,6 +168,11 @@ public:
   void push(const T& m, std::chrono::nanoseconds timeout);
   /// As push(), but reports a timeout through `ec` (and returns false) instead of throwing.
   bool push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  /// Pushes every message, in runs, waiting while the ring is full (spinning briefly, then
+  /// yielding and sleeping, so a waiting producer leaves its core to the kernels it feeds).
+  /// Returns how many were pushed: all of them, or fewer with `ec` set to errc::timeout or
+  /// errc::cancelled.
+  std::size_t push_all(std::span<const T> ms, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
   void close() noexcept { buffer_->close(); }
 
   // --- consumer side ---
@@ -178,6 +183,9 @@ public:
   bool pop(T& m, std::chrono::nanoseconds timeout);
   /// As pop(), but a timeout sets `ec` and returns false.
   bool pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  /// Waits as push_all() does until at least one message is there, then pops up to ms.size().
+  /// Returns 0 at the end of the stream, or with `ec` set to errc::timeout or errc::cancelled.
+  std::size_t pop_some(std::span<T> ms, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
   bool drained() noexcept { return buffer_->drained(); }
 
   std::uint32_t size() const noexcept { return buffer_->size(); }
@@ -199,11 +207,11 @@ error ring_cancelled_error(const ring_buffer& r, bool push);
 
 } // namespace ringpipe
 
-#include <ringpipe/detail/backoff.hpp>
+#include <ringpipe/backoff.hpp>
 
 template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std::chrono::nanoseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  detail::backoff b;
+  backoff b;
   while (!ready()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     b.wait();
@@ -254,5 +262,43 @@ template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds ti
   const bool got = pop(m, timeout, ec);
   if (ec == make_error_code(errc::cancelled)) throw ring_cancelled_error(*buffer_, false);
   if (ec) throw ring_timeout_error(*buffer_, false, timeout);
+  return got;
+}
+
+template <class T>
+std::size_t ringpipe::ring<T>::push_all(std::span<const T> ms, std::chrono::nanoseconds timeout,
+                                        std::error_code& ec) noexcept {
+  ec.clear();
+  std::size_t pushed = 0;
+  const auto done = [&] {
+    if (buffer_->cancelled()) return true;
+    pushed += buffer_->push_n_bytes(ms.data() + pushed, ms.size() - pushed);
+    return pushed == ms.size();
+  };
+  if (done() || ring_buffer::wait_until(done, timeout)) {
+    if (pushed < ms.size()) ec = make_error_code(errc::cancelled);
+    return pushed;
+  }
+  ec = make_error_code(errc::timeout);
+  return pushed;
+}
+
+template <class T>
+std::size_t ringpipe::ring<T>::pop_some(std::span<T> ms, std::chrono::nanoseconds timeout,
+                                        std::error_code& ec) noexcept {
+  ec.clear();
+  std::size_t got = 0;
+  bool ended = false;
+  const auto done = [&] {
+    if (buffer_->cancelled()) return true;
+    ended = buffer_->drained(); // before the pop: a message pushed before the close is not missed
+    got = buffer_->pop_n_bytes(ms.data(), ms.size());
+    return got > 0 || ended;
+  };
+  if (done() || ring_buffer::wait_until(done, timeout)) {
+    if (got == 0 && !ended) ec = make_error_code(errc::cancelled);
+    return got;
+  }
+  ec = make_error_code(errc::timeout);
   return got;
 }

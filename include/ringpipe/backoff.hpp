@@ -1,6 +1,9 @@
 #pragma once
 // Adaptive backoff for host-side polling: spin briefly, then yield, then sleep in growing steps,
 // so that a waiting host thread answers fast when traffic flows and costs nothing when it stops.
+// The rings' blocking calls wait with it; an application thread that polls several rings itself
+// (push_n into an inlet, pop_n from an outlet) calls wait() after a pass that moved nothing and
+// reset() after one that moved something, so it leaves its core to the kernels it feeds.
 
 #include <algorithm>
 #include <chrono>
@@ -10,20 +13,22 @@
 #include <immintrin.h>
 #endif
 
-namespace ringpipe::detail {
+namespace ringpipe {
 
+namespace detail {
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #endif
 }
+} // namespace detail
 
 class backoff {
 public:
   void reset() noexcept { round_ = 0; }
   void wait() noexcept {
     if (round_ < spin_rounds) {
-      cpu_relax();
+      detail::cpu_relax();
     } else if (round_ < spin_rounds + yield_rounds) {
       std::this_thread::yield();
     } else {
@@ -39,4 +44,4 @@ private:
   unsigned round_ = 0;
 };
 
-} // namespace ringpipe::detail
+} // namespace ringpipe
