@@ -11,8 +11,9 @@
 // emits one summary, which the host compares with the count and checksum it expects.
 // Both kernels are this example's own (kernels/producer_consumer.cl, embedded at build time).
 //
-//   producer_consumer [--staged] [--count N] [--duration SECONDS]
+//   producer_consumer [--staged] [--count N] [--objective automatic|latency|throughput] [--duration SECONDS]
 //     --staged     force a staged link (a host copy) even where a direct one is possible
+//     --objective  what the pipeline is tuned for (default automatic: the planner chooses and says why)
 //     --duration   soak: run pipelines back to back for this long, then report loss and memory
 
 #include <ringpipe/detail/embedded_sources.hpp>
@@ -60,6 +61,7 @@ struct run_result {
   std::uint64_t messages = 0;
   double seconds = 0;
   pipeline_metrics metrics;
+  std::string objective; // the plan's first line: the objective and why
 };
 
 long resident_kib() {
@@ -69,9 +71,12 @@ long resident_kib() {
   return 0;
 }
 
-run_result run_once(runtime& rt, std::uint32_t count, bool staged, bool progress) {
+run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_objective objective, bool progress) {
   const std::size_t consumer_device = rt.devices().size() > 1 ? 1 : 0;
-  pipeline p(rt, {"producer_consumer"});
+  pipeline_options options;
+  options.name = "producer_consumer";
+  options.objective = objective;
+  pipeline p(rt, options);
 
   kernel_spec producer_spec(kernel_source(), "produce");
   producer_spec.args = {kernel_arg::of(count)};         // how many messages to produce
@@ -118,6 +123,7 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, bool progress
   display.join();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.metrics = p.metrics();
+  r.objective = p.plan().substr(0, p.plan().find('\n'));
   r.messages = summary.count;
   r.ok = summaries == 1 && summary.count == count && summary.errors == 0 && summary.sum == expected_sum(count);
   if (progress && isatty(STDOUT_FILENO)) std::printf("\n");
@@ -130,12 +136,26 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, bool progress
   return r;
 }
 
+bool parse_objective(const char* text, pipeline_objective& objective) {
+  for (const auto o : {pipeline_objective::automatic, pipeline_objective::latency, pipeline_objective::throughput}) {
+    const char* name = o == pipeline_objective::automatic ? "automatic"
+                       : o == pipeline_objective::latency ? "latency"
+                                                          : "throughput";
+    if (!std::strcmp(text, name)) {
+      objective = o;
+      return true;
+    }
+  }
+  return false;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   bool staged = false;
   std::uint32_t count = 10'000'000;
   double duration = 0;
+  auto objective = pipeline_objective::automatic;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--staged"))
       staged = true;
@@ -143,8 +163,12 @@ int main(int argc, char** argv) {
       count = static_cast<std::uint32_t>(std::stoul(argv[++i]));
     else if (!std::strcmp(argv[i], "--duration") && i + 1 < argc)
       duration = std::stod(argv[++i]);
+    else if (!std::strcmp(argv[i], "--objective") && i + 1 < argc && parse_objective(argv[i + 1], objective))
+      ++i;
     else {
-      std::fprintf(stderr, "usage: %s [--staged] [--count N] [--duration SECONDS]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--staged] [--count N] [--objective automatic|latency|throughput] [--duration SECONDS]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -165,7 +189,7 @@ int main(int argc, char** argv) {
       int runs = 0;
       const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration);
       while (std::chrono::steady_clock::now() < until) {
-        const auto r = run_once(rt, count, staged, false);
+        const auto r = run_once(rt, count, staged, objective, false);
         total += r.messages;
         lost += count - std::min<std::uint64_t>(r.messages, count);
         ++runs;
@@ -185,8 +209,8 @@ int main(int argc, char** argv) {
       return lost == 0 ? 0 : 1;
     }
 
-    const auto r = run_once(rt, count, staged, true);
-    std::printf("\n%s\n", r.metrics.table().c_str());
+    const auto r = run_once(rt, count, staged, objective, true);
+    std::printf("\n%s\n\n%s\n", r.objective.c_str(), r.metrics.table().c_str());
     if (!r.ok) return 1;
     std::printf("OK: %llu messages in order with the expected checksum, %.2f M msgs/s over a %s link\n",
                 static_cast<unsigned long long>(r.messages), static_cast<double>(r.messages) / r.seconds / 1e6,

@@ -5,6 +5,7 @@
 #include <ringpipe/runtime.hpp>
 
 #include <test_message.hpp>
+#include <test_stream.hpp>
 
 #include "device_fixture.hpp"
 
@@ -45,27 +46,11 @@ TEST_P(ObjectiveChain, DeliversEveryMessageOnceInOrder) {
   p.connect(k0.out(), k1.in());
   p.connect(k1.out(), out.in());
   p.start();
-  auto push = p.inlet<msg>("in");
-  auto pop = p.outlet<msg>("out");
-  std::vector<msg> batch(256), got(256);
-  std::uint32_t sent = 0, received = 0, wrong = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 5min;
-  while (received < count && std::chrono::steady_clock::now() < deadline) {
-    if (sent < count) {
-      const auto n = std::min<std::uint32_t>(count - sent, 256);
-      for (std::uint32_t i = 0; i < n; ++i)
-        batch[i] = make_test_message<16>(sent + i);
-      sent += static_cast<std::uint32_t>(push.push_n(std::span(batch).first(n)));
-    }
-    const auto popped = pop.pop_n(got);
-    for (std::size_t i = 0; i < popped; ++i, ++received)
-      if (got[i].seq != received || got[i].check != test_check_after(received, 2)) ++wrong;
-    if (auto f = p.failure()) std::rethrow_exception(f);
-  }
-  push.close();
+  const auto o = ringpipe::testing::stream_test_messages<16>(p, "in", "out", count, 2, 5min);
+  p.inlet<msg>("in").close();
   p.wait(60s);
-  EXPECT_EQ(received, count);
-  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(o.received, count);
+  EXPECT_EQ(o.wrong, 0u);
   const auto plan = p.plan();
   EXPECT_TRUE(plan.starts_with("objective: throughput")) << plan;
   EXPECT_NE(plan.find(GetParam() == pipeline_objective::automatic ? " (chosen: " : " (asked for)"), std::string::npos)

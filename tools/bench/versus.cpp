@@ -4,6 +4,7 @@
 // ratios (ringpipe / hand-written for throughput, hand-written / ringpipe for the round trip).
 
 #include "bench.hpp"
+#include "test_stream.hpp"
 
 #include <array>
 #include <iomanip>
@@ -101,7 +102,7 @@ template <std::size_t N> double handwritten_stream(const std::vector<const devic
 }
 
 // ringpipe for the same chain: inlet -> test_map on each device -> outlet, driven from this
-// thread with push_n / pop_n of 256 and a backoff when neither moves, every message verified.
+// thread as tests drive it (testing::stream_test_messages: runs of 256, a backoff when idle).
 template <std::size_t N>
 double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, std::uint32_t count,
                        bool verbose = false, pipeline_objective objective = pipeline_objective::automatic) {
@@ -121,37 +122,13 @@ double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, s
   }
   p.connect(last, out.in());
   p.start();
-  auto push = p.inlet<msg>("in");
-  auto pop = p.outlet<msg>("out");
-  const int hops = static_cast<int>(devices.size());
-  const auto t0 = clock_type::now();
-  // One thread pushes and pops runs of 256; when neither moved anything it backs off (spins
-  // briefly, then yields and sleeps), leaving its core to the kernels.
-  std::vector<msg> batch(256), got(256);
-  std::uint32_t sent = 0, received = 0;
-  backoff idle;
-  while (received < count) {
-    std::size_t moved = 0;
-    if (sent < count) {
-      const auto n = std::min<std::uint32_t>(count - sent, 256);
-      for (std::uint32_t i = 0; i < n; ++i)
-        batch[i] = make_test_message<N>(sent + i);
-      moved = push.push_n(std::span<const msg>(batch).first(n));
-      sent += static_cast<std::uint32_t>(moved);
-    }
-    const auto popped = pop.pop_n(got);
-    for (std::size_t i = 0; i < popped; ++i, ++received)
-      if (got[i].seq != received || got[i].check != test_check_after(received, hops))
-        throw std::runtime_error("versus: ringpipe lost or corrupted message " + std::to_string(received));
-    if (auto f = p.failure()) std::rethrow_exception(f);
-    if (moved + popped == 0) {
-      idle.wait();
-    } else {
-      idle.reset();
-    }
-  }
-  const double rate = count / seconds_since(t0);
-  push.close();
+  const auto o = testing::stream_test_messages<N>(p, "in", "out", count, static_cast<int>(devices.size()),
+                                                  std::chrono::minutes(10));
+  if (o.received != count || o.wrong != 0)
+    throw std::runtime_error("versus: ringpipe delivered " + std::to_string(o.received) + " of " +
+                             std::to_string(count) + " messages, " + std::to_string(o.wrong) + " wrong");
+  const double rate = o.rate();
+  p.inlet<msg>("in").close();
   p.wait(60s);
   if (verbose) std::cerr << p.plan() << p.metrics().table() << "\n";
   return rate;
