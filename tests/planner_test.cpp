@@ -424,10 +424,9 @@ TEST(AutomaticObjective, CountsBusyThreadsAgainstTheHostsCores) {
   }
 }
 
-// Rings the user made small keep latency: a batched launch per few messages costs more than a
-// resident kernel spinning on a shared core.
-TEST_F(PlannerTest, AutomaticKeepsLatencyWhenTheUsersRingsAreTooSmallForBatches) {
-  for (const std::uint32_t capacity : {0u, 16u}) {
+// A capacity the user fixed keeps latency: batched launches pay off only over wide rings.
+TEST_F(PlannerTest, AutomaticKeepsLatencyWhenTheUserFixedTheRingCapacity) {
+  for (const std::uint32_t capacity : {0u, 16u, 1024u}) {
     auto o = opts("small-rings", false);
     o.capacity = capacity;
     pipeline p(rt, o);
@@ -441,8 +440,8 @@ TEST_F(PlannerTest, AutomaticKeepsLatencyWhenTheUsersRingsAreTooSmallForBatches)
     const auto plan = p.dry_run();
     EXPECT_EQ(plan.objective, capacity == 0 ? "throughput" : "latency") << plan.text();
     if (capacity != 0) {
-      EXPECT_EQ(plan.objective_reason,
-                "chosen: pipeline_options::capacity 16 is below 1024 slots, too small for batched launches");
+      EXPECT_EQ(plan.objective_reason, "chosen: pipeline_options::capacity is set to " + std::to_string(capacity) +
+                                           " slots; batched launches need the throughput objective's wide rings");
     }
   }
 }
