@@ -43,6 +43,7 @@ pipeline_options options(const char* name) {
 // Generates `total` readings in spans, `chunk` at most per call (the rest of the span unused).
 auto batch_readings(std::uint32_t total, std::uint32_t chunk, std::atomic<std::uint32_t>& generated) {
   return [total, chunk, &generated](std::span<reading> room) -> std::optional<std::size_t> {
+    EXPECT_FALSE(room.empty()) << "a batch source was called without room";
     const auto next = generated.load();
     if (next == total) return std::nullopt;
     const auto n = std::min<std::size_t>({room.size(), chunk, std::size_t{total - next}});

@@ -7,9 +7,11 @@ namespace ringpipe::detail {
 // round-robin over several outputs goes one message at a time.
 std::size_t source_stage::turn() {
   if (runs_possible()) {
+    const auto room = run_room();
+    if (room == 0) return 0; // a batch source never sees an empty span
     run_progress p;
     try {
-      generate_(out_block_.data(), run_room(), p);
+      generate_(out_block_.data(), room, p);
     } catch (...) {
       push_run(p.made); // what was generated before the throw is delivered
       throw;
