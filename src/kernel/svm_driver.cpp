@@ -126,6 +126,9 @@ private:
 
   // Widens the kernel's 32-bit wrapping counters into 64-bit totals.
   void observe_counters() {
+    // The state first: rp_end stores it with release after the kernel's last counts, so a
+    // kernel seen ending is seen with all of them.
+    const auto state = static_cast<kernel_state>(load_ctl(ctl_->state));
     const auto in_now = load_ctl(ctl_->msgs_in);
     const auto out_now = load_ctl(ctl_->msgs_out);
     c_.counters.msgs_in.fetch_add(in_now - last_in_, std::memory_order_relaxed);
@@ -135,7 +138,11 @@ private:
     const auto tail_now = c_.in.load_tail(std::memory_order_acquire); // the kernel's pops
     taken_ += tail_now - last_tail_;
     last_tail_ = tail_now;
-    c_.counters.state.store(static_cast<kernel_state>(load_ctl(ctl_->state)), std::memory_order_relaxed);
+    // How a launch ended is published by after_exit() once its event completed and the counters
+    // were read for the last time: wait() takes a stopped kernel's counts as final (a stopped
+    // state published here raced the last round's count).
+    if (state == kernel_state::launched || state == kernel_state::running)
+      c_.counters.state.store(state, std::memory_order_relaxed);
   }
 
   // A parked kernel holding a worker others wait for leaves after a short idle spell.
