@@ -197,7 +197,7 @@ TEST_F(HostBatchTest, ABatchCountBeyondItsSpanFailsTheStage) {
   p.start();
   ringpipe::testing::expect_error(
       [&] { p.wait(60s); }, make_error_code(errc::invalid_argument),
-      {"stage 'liar' failed", "a batch host function returned 11 messages for a span of 10"},
+      {"stage 'liar' failed", "a batch host function returned ", " messages for a span of "},
       "the stage's count was believed");
   (void)p.stop();
 }
