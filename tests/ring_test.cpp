@@ -189,6 +189,22 @@ TEST(Ring, CountersWrapAt32Bits) {
   EXPECT_LT(r.buffer().header()->head, 200u) << "head wrapped past zero";
 }
 
+// A batched kernel's driver consumes by publishing the tail; the ring's owner may pop what is
+// left afterwards (a stopped kernel's input): it gets exactly that, not slots already consumed.
+TEST(Ring, PopAfterTheTailMovedElsewhereReturnsOnlyWhatIsQueued) {
+  ring<msg> r(16);
+  std::vector<msg> out(16);
+  for (std::uint32_t s = 0; s < 4; ++s)
+    ASSERT_TRUE(r.try_push({s, check_of(s)}));
+  ASSERT_EQ(r.pop_n(std::span(out).first(1)), 1u); // the owner's cached head: 4
+  for (std::uint32_t s = 4; s < 12; ++s)
+    ASSERT_TRUE(r.try_push({s, check_of(s)}));
+  r.buffer().publish_tail(10); // consumed elsewhere: 1..9
+  ASSERT_EQ(r.pop_n(out), 2u);
+  EXPECT_EQ(out[0].seq, 10u);
+  EXPECT_EQ(out[1].seq, 11u);
+}
+
 class RingThreads : public ::testing::TestWithParam<std::uint32_t> {};
 
 TEST_P(RingThreads, ExactlyOnceInOrder) {

@@ -113,6 +113,9 @@ struct kernel_stats {
   std::uint64_t msgs_out = 0;
   std::uint64_t launches = 0;
   std::uint64_t overlapped_launches = 0; ///< batches launched while an earlier batch was in flight
+  /// Work-groups launched: one per launch of a ring kernel; a batched map kernel over shared
+  /// memory launches one per group of messages of its span, over every compute unit.
+  std::uint64_t work_groups = 0;
   std::uint32_t heartbeat = 0;
   /// A failed kernel only: messages it took from its input without counting them (rp_count),
   /// i.e. the ones it held when it faulted; neither delivered nor waiting in a ring.
@@ -164,6 +167,10 @@ public:
   /// Before start(): `fn` runs on a runtime thread when the kernel finishes or fails, before
   /// wait_exited() can return (a pipeline waits on its kernels this way, without polling).
   void on_exit(std::function<void()> fn);
+  /// Before start(): `fn` runs on a runtime thread each time the host publishes a launch's results
+  /// and gives its input slots back (batched kernels; resident ones publish their own rounds and
+  /// never call it). A pipeline wakes the stages on both sides of the kernel this way.
+  void on_publish(std::function<void()> fn);
 
   /// Sets a raw kernel's own argument `index` (counted after RINGPIPE_KERNEL_PARAMS and the state
   /// argument, if any). Before start().

@@ -65,7 +65,10 @@ struct pipeline_options {
   /// and about 1 MiB (up to 65,536 slots) for throughput.
   std::uint32_t capacity = 0;
   pipeline_objective objective = pipeline_objective::automatic; ///< plan() says what it chose
-  std::uint32_t staging_batch = 256;                            ///< messages a staged link or host stage moves per turn
+  /// Messages a staged link or host stage moves per turn; 0: the objective's, 256 for latency
+  /// and up to 4,096 (at most about 1 MiB, at least 256) for throughput, where each turn's fixed
+  /// cost (a poll, a wake, a function call) must vanish beside the messages it moves.
+  std::uint32_t staging_batch = 0;
   /// Run adjacent map kernels (RINGPIPE_MAP_KERNEL) of one program on one device as one kernel,
   /// when nothing else reads between them and their link is not forced: one resident kernel and
   /// no ring instead of two kernels polling a ring. plan() and metrics() show fused links.

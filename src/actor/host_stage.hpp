@@ -43,6 +43,8 @@ public:
   void start();
   /// Stops at the next step. Any thread.
   void stop() noexcept;
+  /// Any thread: step soon (a neighbour moved messages).
+  void wake() { poller_.wake(); }
   /// Waits until the stage has left its loop (finished, failed or stopped).
   bool wait_exited(std::chrono::nanoseconds timeout) const;
 

@@ -163,7 +163,9 @@ std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept
 
 std::size_t ring_buffer::peek_n_bytes(void* messages, std::size_t count) noexcept {
   const auto tail = load_tail(std::memory_order_relaxed);
-  if (consumer_head_cache_ - tail < count) {
+  // Reloaded also when the cache lies behind the tail (more than a ring's fill ahead): the
+  // consumer's side was used elsewhere before (a batched kernel's driver, then its owner).
+  if (consumer_head_cache_ - tail < count || consumer_head_cache_ - tail > capacity_) {
     consumer_head_cache_ = load_head(std::memory_order_acquire);
     note_fill(consumer_head_cache_ - tail);
   }

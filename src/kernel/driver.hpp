@@ -5,9 +5,12 @@
 // on its strand only. Each transport is one driver in files of its own:
 //   svm_driver     rings in fine-grained SVM: persistent, parked, or relaunched per batch
 //   mirror_driver  rings in host memory: batches copied through device mirrors (1 or 2 lanes)
+//   span_driver    batched map kernels over SVM rings: spans the host claims, launched over
+//                  the whole device (NAME__span), published by the host in order
 // A new transport (e.g. mapped pinned memory on GPUs without fine-grained SVM) is a new driver
 // and one more case in make_driver(); the others do not change.
 
+#include "image.hpp"
 #include "mode_choice.hpp"
 
 #include <ringpipe/kernel.hpp>
@@ -20,8 +23,6 @@
 #include <memory>
 
 namespace ringpipe::detail {
-
-class kernel_image;
 
 /// What the proxy offers its driver (called on the proxy's strand).
 class kernel_lifecycle {
@@ -37,6 +38,10 @@ public:
   virtual bool after_exit(kernel_state state, std::uint32_t code) = 0;
   /// Whether the proxy has finished or is reaping a failed launch (the driver stops work).
   virtual bool leaving() const noexcept = 0;
+  /// Any thread: step soon (a launch completed).
+  virtual void wake() = 0;
+  /// The driver published results and gave input slots back: the neighbours may go on.
+  virtual void published() = 0;
 
 protected:
   ~kernel_lifecycle() = default;
@@ -44,7 +49,7 @@ protected:
 
 /// Counters and state other threads read.
 struct kernel_counters {
-  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, launches{0}, overlapped{0};
+  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, launches{0}, overlapped{0}, work_groups{0};
   std::atomic<kernel_state> state{kernel_state::idle};
 };
 
@@ -85,10 +90,14 @@ public:
 
 std::unique_ptr<kernel_driver> make_svm_driver(const driver_context& c);
 std::unique_ptr<kernel_driver> make_mirror_driver(const driver_context& c);
+std::unique_ptr<kernel_driver> make_span_driver(const driver_context& c);
 
 inline std::unique_ptr<kernel_driver> make_driver(kernel_transport t, const driver_context& c) {
   switch (t) {
-  case kernel_transport::shared_memory: return make_svm_driver(c);
+  case kernel_transport::shared_memory:
+    return c.mode == kernel_mode::batched && c.has_input && c.has_output && c.image.span_kernel() != nullptr
+               ? make_span_driver(c)
+               : make_svm_driver(c);
   case kernel_transport::mirrored: return make_mirror_driver(c);
   }
   return nullptr;

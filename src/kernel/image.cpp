@@ -90,7 +90,7 @@ void refuse_unknown_kernel(const cl::Program& program, const std::string& name) 
     if (end == std::string::npos) end = names.size();
     const auto kernel = names.substr(start, end - start);
     start = end + 1;
-    if (kernel.empty() || kernel.ends_with("__ringpipe_sizes")) continue;
+    if (kernel.empty() || kernel.ends_with("__ringpipe_sizes") || kernel.ends_with("__span")) continue;
     found = found || kernel == name;
     defined += (defined.empty() ? "" : ", ") + kernel;
   }
@@ -192,6 +192,11 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
     });
   }
   count_args(spec);
+  if (map_ && !has_state_) {
+    cl_int status = CL_SUCCESS;
+    cl_kernel span = clCreateKernel(program_(), (spec.name + "__span").c_str(), &status);
+    if (status == CL_SUCCESS) span_kernel_ = cl::Kernel(span);
+  }
   for (std::size_t i = 0; i < spec.args.size(); ++i)
     set_arg(static_cast<unsigned>(i), spec.args[i].bytes.data(), spec.args[i].bytes.size());
   if (local_size_ > limit) {
@@ -207,12 +212,16 @@ void kernel_image::set_arg(unsigned index, const void* value, std::size_t size) 
   const unsigned at = 3 + (has_state_ ? 1 : 0) + index;
   if (const cl_int s = clSetKernelArg(kernel_(), at, size, value); s != CL_SUCCESS)
     throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + name_ + "'").c_str());
+  if (span_kernel_() != nullptr)
+    if (const cl_int s = clSetKernelArg(span_kernel_(), at, size, value); s != CL_SUCCESS)
+      throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + name_ + "__span'").c_str());
   own_args_set_[index] = true;
 }
 
 void kernel_image::release() noexcept {
   state_ = cl::Buffer();
   kernel_ = cl::Kernel();
+  span_kernel_ = cl::Kernel();
   program_ = cl::Program();
 }
 

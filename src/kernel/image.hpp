@@ -27,6 +27,10 @@ public:
   bool map_kernel() const noexcept { return map_; }
   std::uint32_t local_size() const noexcept { return local_size_; }
   cl::Kernel& kernel() noexcept { return kernel_; }
+  /// The map kernel's span form (NAME__span, stage.clh), if its program defines one; its span
+  /// arguments follow the kernel's own at span_args_at().
+  cl::Kernel* span_kernel() noexcept { return span_kernel_() != nullptr ? &span_kernel_ : nullptr; }
+  unsigned span_args_at() const noexcept { return 3 + static_cast<unsigned>(own_args_set_.size()); }
   /// Sets the kernel's own argument `index` (after RINGPIPE_KERNEL_PARAMS and the state).
   void set_arg(unsigned index, const void* value, std::size_t size);
   /// Throws errc::invalid_argument, naming them, if any of the kernel's own arguments is unset.
@@ -45,6 +49,7 @@ private:
   std::uint32_t local_size_ = 1;
   cl::Program program_;
   cl::Kernel kernel_;
+  cl::Kernel span_kernel_;
   cl::Buffer state_; // spec.state_bytes of the kernel's own memory
 };
 

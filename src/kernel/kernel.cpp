@@ -78,6 +78,11 @@ void ring_kernel_base::on_exit(std::function<void()> fn) {
   proxy_->on_exit(std::move(fn));
 }
 
+void ring_kernel_base::on_publish(std::function<void()> fn) {
+  if (proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "': on_publish after start()");
+  proxy_->on_publish(std::move(fn));
+}
+
 bool ring_kernel_base::wait_exited(std::chrono::nanoseconds timeout) noexcept {
   return !proxy_->started() || proxy_->wait_exited(timeout);
 }

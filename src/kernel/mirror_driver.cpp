@@ -214,6 +214,7 @@ bool mirror_driver::launch_batch() {
   ++in_flight_lanes_;
   running_ = l.done;
   c_.counters.launches.fetch_add(1, std::memory_order_relaxed);
+  c_.counters.work_groups.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -264,6 +265,7 @@ bool mirror_driver::complete_batch(lane& l) {
   c_.counters.msgs_in.store(mirrored_in_, std::memory_order_relaxed);
   c_.counters.msgs_out.store(mirrored_out_, std::memory_order_relaxed);
   if (l.out_header.flags & ring_closed && c_.has_output) c_.out.close();
+  if (consumed > 0 || produced > 0) c_.life.published();
   const auto exit_state = static_cast<kernel_state>(l.ctl.state);
   if (in_flight_lanes_ > 0 && consumed < l.n && exit_state != kernel_state::faulted) {
     // The next lane's window started after this batch: its results would come out of order.

@@ -258,6 +258,7 @@ kernel_stats kernel_proxy::stats() const noexcept {
   s.msgs_out = counters_.msgs_out.load(std::memory_order_relaxed);
   s.launches = counters_.launches.load(std::memory_order_relaxed);
   s.overlapped_launches = counters_.overlapped.load(std::memory_order_relaxed);
+  s.work_groups = counters_.work_groups.load(std::memory_order_relaxed);
   if (driver_) s.heartbeat = driver_->heartbeat();
   if (driver_ && failure()) s.lost = driver_->uncounted();
   return s;

@@ -28,13 +28,14 @@ public:
   void set_arg(unsigned index, const void* value, std::size_t size) { image_->set_arg(index, value, size); }
   void check_args_set() const { image_->check_args_set(); }
   void on_exit(std::function<void()> fn) { on_exit_ = std::move(fn); }
+  void on_publish(std::function<void()> fn) { on_publish_ = std::move(fn); }
   /// Given up on (see ring_kernel_base::detach): its objects are leaked if the launch never returns.
   void detach() noexcept { detached_.store(true, std::memory_order_release); }
   bool detached() const noexcept { return detached_.load(std::memory_order_acquire); }
   void start(std::shared_ptr<ring_buffer> input, std::shared_ptr<ring_buffer> output);
   /// Any thread: raises the stop request (run < drain < now) and wakes the proxy.
   void request_stop(kernel_stop s);
-  void wake() {
+  void wake() override {
     if (started_) poller_->wake();
   }
   /// Waits until finished (or failed); true when it ended within the timeout.
@@ -66,6 +67,9 @@ public:
   void fail(std::exception_ptr e) override;
   bool after_exit(kernel_state state, std::uint32_t code) override;
   bool leaving() const noexcept override { return finished_.load(std::memory_order_acquire) || reaping_; }
+  void published() override {
+    if (on_publish_) on_publish_();
+  }
 
 private:
   poll_result step();
@@ -100,6 +104,7 @@ private:
   std::condition_variable done_;
   std::exception_ptr failure_;
   std::function<void()> on_exit_;
+  std::function<void()> on_publish_;
 };
 
 } // namespace ringpipe::detail

@@ -120,6 +120,7 @@ private:
     });
     in_flight_ = true;
     c_.counters.launches.fetch_add(1, std::memory_order_relaxed);
+    c_.counters.work_groups.fetch_add(1, std::memory_order_relaxed);
     heartbeat_stamp_ = clock::now();
     return true;
   }

@@ -252,6 +252,16 @@ std::uint32_t default_capacity(const pipeline_options& options, pipeline_objecti
   return capacity;
 }
 
+std::uint32_t default_staging_batch(const pipeline_options& options, pipeline_objective objective,
+                                    std::size_t msg_bytes) {
+  if (options.staging_batch != 0) return options.staging_batch;
+  std::uint32_t batch = 256;
+  const std::size_t bytes = std::max<std::size_t>(1, msg_bytes);
+  while (objective == pipeline_objective::throughput && batch < 4096 && std::size_t{batch} * 2 * bytes <= (1u << 20))
+    batch *= 2;
+  return batch;
+}
+
 plan make_plan(const graph& g, const topology& devices, const pipeline_options& options, host_capacity host) {
   validate(g);
   planning run{g, devices, options, host, {}};

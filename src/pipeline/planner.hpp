@@ -49,6 +49,11 @@ struct plan {
 /// and about 1 MiB (up to 65,536 slots) for throughput.
 std::uint32_t default_capacity(const pipeline_options& options, pipeline_objective objective, std::size_t slot_size);
 
+/// Messages per turn of a host stage or mover: pipeline_options::staging_batch, else 256 for
+/// latency and up to 4,096 (about 1 MiB at most, 256 at least) for throughput.
+std::uint32_t default_staging_batch(const pipeline_options& options, pipeline_objective objective,
+                                    std::size_t msg_bytes);
+
 /// Validates `g`, places its kernels, fuses adjacent map kernels (if asked), checks forced
 /// persistent kernels against their pools' budgets, chooses every link's kind and applies the
 /// objective (choosing it against `host` when automatic). Throws errc::invalid_pipeline or

@@ -47,6 +47,7 @@ void runner::start() {
   realize_links();
   realize_stages();
   count_deliveries();
+  wire_publish_wakes();
   try {
     for (auto& s : stages_)
       if (s.kernel) s.kernel->start_buffers(s.kernel_in, s.kernel_out);
@@ -116,7 +117,7 @@ void runner::realize_links() {
       lr.producer_ring = make_ring(prod, capacity, slot, name + ".staging");
     }
     lr.mover = add_actor(std::make_shared<mover_stage>(std::make_shared<strand_executor>(rt_.io()), name + " (staged)",
-                                                       options_.staging_batch));
+                                                       default_staging_batch(options_, plan_.objective, slot)));
     lr.mover->add_input(lr.producer_ring);
     ring_kernel_base* consumer = cons ? stages_[e.to].kernel.get() : nullptr;
     lr.mover->add_output(lr.consumer_ring, [consumer] {
@@ -132,6 +133,7 @@ void runner::realize_links() {
 void runner::realize_stages() {
   const auto& topo = rt_.devices();
   auto executor = [&] { return std::make_shared<strand_executor>(rt_.io()); };
+  auto turn = [&](std::size_t msg_bytes) { return default_staging_batch(options_, plan_.objective, msg_bytes); };
   auto fan = [](fan_out f) { return f == fan_out::round_robin ? fan_policy(round_robin{}) : fan_policy(broadcast{}); };
   auto wake = [](ring_kernel_base* k) {
     return [k] {
@@ -151,8 +153,7 @@ void runner::realize_stages() {
         } else {
           sr.kernel_in = make_ring(d, default_capacity(options_, plan_.objective, s.in.size),
                                    static_cast<std::uint32_t>(s.in.size), s.in_port() + ".merged");
-          auto merge =
-              add_actor(std::make_shared<mover_stage>(executor(), s.in_port() + " (merge)", options_.staging_batch));
+          auto merge = add_actor(std::make_shared<mover_stage>(executor(), s.in_port() + " (merge)", turn(s.in.size)));
           for (const auto ei : s.in_edges)
             merge->add_input(links_[ei].consumer_ring);
           merge->add_output(sr.kernel_in, wake(sr.kernel.get()));
@@ -165,7 +166,7 @@ void runner::realize_stages() {
           sr.kernel_out = make_ring(d, default_capacity(options_, plan_.objective, ps.out.size),
                                     static_cast<std::uint32_t>(ps.out.size), s.out_port() + ".split");
           auto split =
-              add_actor(std::make_shared<mover_stage>(executor(), s.out_port() + " (split)", options_.staging_batch));
+              add_actor(std::make_shared<mover_stage>(executor(), s.out_port() + " (split)", turn(ps.out.size)));
           split->set_fan(fan(s.policy));
           split->add_input(sr.kernel_out);
           for (const auto ei : ps.out_edges)
@@ -184,11 +185,11 @@ void runner::realize_stages() {
     }
     std::shared_ptr<host_stage> actor;
     if (s.kind == stage_kind::source)
-      actor = std::make_shared<source_stage>(executor(), s.name, options_.staging_batch, s.generate);
+      actor = std::make_shared<source_stage>(executor(), s.name, turn(s.out.size), s.generate);
     else if (s.kind == stage_kind::sink)
-      actor = std::make_shared<sink_stage>(executor(), s.name, options_.staging_batch, s.consume);
+      actor = std::make_shared<sink_stage>(executor(), s.name, turn(s.in.size), s.consume);
     else
-      actor = std::make_shared<transform_stage>(executor(), s.name, options_.staging_batch, s.transform);
+      actor = std::make_shared<transform_stage>(executor(), s.name, turn(std::max(s.in.size, s.out.size)), s.transform);
     actor->set_fan(fan(s.policy));
     for (const auto ei : s.in_edges)
       actor->add_input(links_[ei].consumer_ring);

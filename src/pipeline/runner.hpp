@@ -61,6 +61,7 @@ private:
   void realize_links();
   void realize_stages();
   void count_deliveries();
+  void wire_publish_wakes();
   std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
 
   void record_failure(const std::string& stage, const std::exception_ptr& e);

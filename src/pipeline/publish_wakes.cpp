@@ -1,0 +1,41 @@
+// Kernels whose launches the host publishes (batched) wake their neighbours on each publish: the
+// stage that consumes their output and the one that produces their input would otherwise find out
+// on their next poll, up to a millisecond later, with the ring between them full or empty.
+
+#include "runner.hpp"
+
+namespace ringpipe::detail {
+
+void runner::wire_publish_wakes() {
+  // Who to wake on the far side of edge `ei`, seen from stage `self`: the link's mover if it has
+  // one, else the host stage or (not resident) kernel there. Inlets and outlets are the
+  // application's: it polls them itself.
+  const auto neighbour = [&](std::size_t ei, std::size_t other) -> std::function<void()> {
+    if (auto mover = links_[ei].mover) return [mover] { mover->wake(); };
+    if (auto actor = stages_[other].actor) return [actor] { actor->wake(); };
+    if (auto* k = stages_[other].kernel.get()) {
+      return [k] {
+        if (k->mode() != kernel_mode::persistent) k->notify();
+      };
+    }
+    return nullptr;
+  };
+  for (std::size_t i = 0; i < g_.stages.size(); ++i) {
+    auto* k = stages_[i].kernel.get();
+    if (k == nullptr || plan_.stages[i].fused_into) continue;
+    std::vector<std::function<void()>> wakes;
+    const auto& s = g_.stages[i];
+    // Merging and splitting movers poll their rings; single connections get a wake.
+    if (s.in_edges.size() == 1) wakes.push_back(neighbour(s.in_edges[0], g_.edges[s.in_edges[0]].from));
+    if (plan_.stages[i].out_edges.size() == 1)
+      wakes.push_back(neighbour(plan_.stages[i].out_edges[0], g_.edges[plan_.stages[i].out_edges[0]].to));
+    std::erase(wakes, nullptr);
+    if (!wakes.empty())
+      k->on_publish([wakes = std::move(wakes)] {
+        for (const auto& w : wakes)
+          w();
+      });
+  }
+}
+
+} // namespace ringpipe::detail

@@ -1,0 +1,142 @@
+// Batched map kernels over shared memory run as spans (src/kernel/span_driver.cpp): the host
+// claims a contiguous span of the input ring, launches one work-item per message over as many
+// work-groups as that takes, and publishes the span in order. These tests check that spans use
+// several groups per launch and still deliver every message exactly once and in order: across
+// the rings' ends and the counters' wrap, with drops in spans queued behind each other, and when
+// stopped with spans in flight.
+#include <ringpipe/kernel.hpp>
+
+#include "device_fixture.hpp"
+#include "ring_stream.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+using ringpipe::testing::msg16;
+using ringpipe::testing::stream;
+
+namespace {
+
+using map16 = ring_kernel<msg16, msg16>;
+
+class SpanTest : public ringpipe::testing::device_test {
+protected:
+  void SetUp() override {
+    const auto& svm = topo()[0].info().svm;
+    ASSERT_TRUE(svm.fine_buffer && svm.atomics) << "spans run over fine-grained SVM rings; device '" << topo()[0].name()
+                                                << "' has none (ctest runs these tests on PoCL)";
+  }
+};
+
+kernel_spec test_kernel(const char* name) { return {test_stages_source(16), name, ""}; }
+
+kernel_options batched() {
+  kernel_options options;
+  options.mode = kernel_mode::batched;
+  return options;
+}
+
+// Queues `count` messages before the kernel starts, so that its first steps find several spans'
+// worth waiting (the second span launches behind the first).
+void prefill(ring<msg16>& in, std::uint32_t count) {
+  for (std::uint32_t i = 0; i < count; ++i)
+    ASSERT_TRUE(in.try_push(make_test_message<16>(i)));
+}
+
+TEST_F(SpanTest, BatchedMapKernelLaunchesSeveralGroupsPerSpanExactlyOnceInOrder) {
+  const auto& dev = topo()[0];
+  ring<msg16> in(dev, 4096, {"in"}), out(dev, 4096, {"out"});
+  map16 k(rt(), dev, test_kernel("test_map"), batched());
+  k.start(in, out);
+  stream(in, out, 1'000'000, k);
+  const auto stats = k.stats();
+  EXPECT_EQ(stats.msgs_in, 1'000'000u);
+  EXPECT_EQ(stats.msgs_out, 1'000'000u);
+  // A ring kernel launches one group; spans launch one per 64 messages.
+  EXPECT_GT(stats.work_groups, 2 * stats.launches) << "batched launches did not spread over work-groups";
+}
+
+TEST_F(SpanTest, SpansStopAtTheRingsEndsAndAcrossTheCountersWrap) {
+  const auto& dev = topo()[0];
+  const std::uint32_t start = 0xffffffffu - 5000;
+  // Input and output rings of different sizes: spans end where either ring does.
+  ring<msg16> in(dev, 256, {"in", start}), out(dev, 128, {"out", start + 7});
+  map16 k(rt(), dev, test_kernel("test_map"), batched());
+  k.start(in, out);
+  stream(in, out, 100'000, k);
+  EXPECT_EQ(k.stats().msgs_out, 100'000u);
+  EXPECT_LT(in.buffer().header()->head, start) << "counters wrapped";
+}
+
+TEST_F(SpanTest, DroppedMessagesInQueuedSpansKeepTheOrder) {
+  const auto& dev = topo()[0];
+  constexpr std::uint32_t prefilled = 3000;
+  ring<msg16> in(dev, 4096, {"in"}), out(dev, 4096, {"out"});
+  map16 k(rt(), dev, test_kernel("test_filter_even"), batched());
+  prefill(in, prefilled);
+  k.start(in, out);
+  stream(
+      in, out, 200'001, 1, [](std::uint32_t s) { return s % 2 == 0; }, {&k}, prefilled);
+  const auto stats = k.stats();
+  EXPECT_EQ(stats.msgs_in, 200'001u);
+  EXPECT_EQ(stats.msgs_out, 100'001u);
+  EXPECT_GE(stats.overlapped_launches, 1u) << "no span was launched behind another";
+}
+
+// A stop-now request leaves spans in flight unpublished: every message is either delivered (a
+// prefix of the stream, in order) or still queued in the input (the rest, in order), never both.
+// Stopped right after the first launch, several times: some stops catch spans in flight.
+TEST_F(SpanTest, StopNowWithSpansInFlightLosesAndRepeatsNothing) {
+  const auto& dev = topo()[0];
+  constexpr std::uint32_t count = 8000;
+  int partial = 0;
+  for (int round = 0; round < 10; ++round) {
+    ring<msg16> in(dev, 8192, {"in"}), out(dev, 8192, {"out"});
+    map16 k(rt(), dev, test_kernel("test_map"), batched());
+    prefill(in, count);
+    k.start(in, out);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (k.stats().launches == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    k.stop_now();
+    ASSERT_TRUE(k.wait_exited(10s));
+    EXPECT_EQ(k.state(), kernel_state::stopped);
+    std::vector<msg16> got(count);
+    const auto delivered = static_cast<std::uint32_t>(out.pop_n(got));
+    for (std::uint32_t i = 0; i < delivered; ++i) {
+      ASSERT_EQ(got[i].seq, i);
+      ASSERT_EQ(got[i].check, test_check_after(i, 1));
+    }
+    const auto queued = static_cast<std::uint32_t>(in.pop_n(got));
+    ASSERT_EQ(delivered + queued, count);
+    for (std::uint32_t i = 0; i < queued; ++i)
+      ASSERT_EQ(got[i].seq, delivered + i) << "a delivered message is still queued, or one is missing";
+    EXPECT_EQ(k.stats().msgs_in, delivered);
+    partial += delivered < count ? 1 : 0;
+  }
+  EXPECT_GT(partial, 0) << "every stop came after the whole stream was published: nothing was in flight";
+}
+
+TEST_F(SpanTest, DrainStopPublishesEverythingQueued) {
+  const auto& dev = topo()[0];
+  constexpr std::uint32_t count = 5000;
+  ring<msg16> in(dev, 8192, {"in"}), out(dev, 8192, {"out"});
+  map16 k(rt(), dev, test_kernel("test_map"), batched());
+  prefill(in, count);
+  k.start(in, out);
+  k.stop(10s);
+  EXPECT_EQ(k.state(), kernel_state::stopped);
+  EXPECT_EQ(in.size(), 0u);
+  std::vector<msg16> got(count);
+  ASSERT_EQ(out.pop_n(got), count);
+  for (std::uint32_t i = 0; i < count; ++i)
+    ASSERT_EQ(got[i].seq, i);
+  EXPECT_FALSE(out.closed()) << "a drain request is not the end of the stream";
+}
+
+} // namespace
