@@ -65,12 +65,24 @@ TEST_F(SpanTest, SpansStopAtTheRingsEndsAndAcrossTheCountersWrap) {
   const auto& dev = topo()[0];
   const std::uint32_t start = 0xffffffffu - 5000;
   // Input and output rings of different sizes: spans end where either ring does.
-  ring<msg16> in(dev, 256, {"in", start}), out(dev, 128, {"out", start + 7});
+  ring<msg16> in(dev, 8192, {"in", start}), out(dev, 4096, {"out", start + 7});
   map16 k(rt(), dev, test_kernel("test_map"), batched());
   k.start(in, out);
   stream(in, out, 100'000, k);
   EXPECT_EQ(k.stats().msgs_out, 100'000u);
   EXPECT_LT(in.buffer().header()->head, start) << "counters wrapped";
+  EXPECT_GT(k.stats().work_groups, k.stats().launches) << "no span ran";
+}
+
+// Over rings narrower than 4,096 slots a batched map kernel stays a ring kernel: spans of a
+// quarter ring would pay a launch every few hundred messages.
+TEST_F(SpanTest, NarrowRingsKeepTheBatchedRingKernel) {
+  const auto& dev = topo()[0];
+  ring<msg16> in(dev, 1024, {"in"}), out(dev, 1024, {"out"});
+  map16 k(rt(), dev, test_kernel("test_map"), batched());
+  k.start(in, out);
+  stream(in, out, 100'000, k);
+  EXPECT_EQ(k.stats().work_groups, k.stats().launches);
 }
 
 TEST_F(SpanTest, DroppedMessagesInQueuedSpansKeepTheOrder) {
@@ -137,6 +149,64 @@ TEST_F(SpanTest, DrainStopPublishesEverythingQueued) {
   for (std::uint32_t i = 0; i < count; ++i)
     ASSERT_EQ(got[i].seq, i);
   EXPECT_FALSE(out.closed()) << "a drain request is not the end of the stream";
+}
+
+} // namespace
+
+namespace {
+
+// A resident kernel with a slow body (one group: one compute unit, not vectorised) falls behind a
+// full ring for tens of milliseconds: it hands the stream to spans, and takes it back once messages come one at a time
+// (no launch per message). A forced mode is kept.
+TEST_F(SpanTest, ResidentKernelHandsABacklogToSpansAndTakesItBack) {
+  const auto& dev = topo()[0];
+  for (const bool forced : {false, true}) {
+    SCOPED_TRACE(forced ? "mode forced persistent" : "mode chosen");
+    constexpr std::uint32_t capacity = 65536;
+    ring<msg16> in(dev, capacity, {"in"}), out(dev, capacity, {"out"});
+    kernel_options options;
+    if (forced) options.mode = kernel_mode::persistent;
+    map16 k(rt(), dev, test_kernel("test_slow_map"), options);
+    prefill(in, capacity);
+    k.start(in, out);
+    ASSERT_NE(k.mode(), kernel_mode::batched);
+    std::vector<msg16> got(capacity);
+    std::uint32_t received = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (received < capacity && std::chrono::steady_clock::now() < deadline) {
+      const auto n = static_cast<std::uint32_t>(out.pop_n(std::span(got).first(capacity - received)));
+      for (std::uint32_t i = 0; i < n; ++i, ++received)
+        ASSERT_EQ(got[i].seq, received) << "lost, duplicated or reordered";
+      if (n == 0) std::this_thread::yield();
+    }
+    ASSERT_EQ(received, capacity) << "the kernel stopped delivering";
+    // One message at a time: the resident kernel answers, no launch per message.
+    const auto ping = [&](std::uint32_t seq) {
+      in.push(make_test_message<16>(seq), 10s);
+      msg16 m{};
+      ASSERT_TRUE(out.pop(m, 10s));
+      ASSERT_EQ(m.seq, seq);
+      ASSERT_EQ(m.check, test_check_after(seq, 1));
+    };
+    for (std::uint32_t i = 0; i < 20; ++i)
+      ping(capacity + i);
+    const auto launches = k.stats().launches;
+    for (std::uint32_t i = 20; i < 120; ++i)
+      ping(capacity + i);
+    in.close();
+    k.wait(10s);
+    const auto stats = k.stats();
+    EXPECT_EQ(stats.msgs_out, capacity + 120u);
+    if (forced) {
+      EXPECT_EQ(stats.handovers, 0u) << "a forced mode was changed";
+      EXPECT_EQ(stats.work_groups, stats.launches);
+    } else {
+      EXPECT_GE(stats.handovers, 1u) << "the backlog stayed with the resident kernel";
+      EXPECT_GT(stats.work_groups, stats.launches) << "no span ran";
+    }
+    // At most one launch counted late (the thread that launched may not have run since).
+    EXPECT_LE(stats.launches - launches, 1u) << "single messages were launched for, not answered by a resident kernel";
+  }
 }
 
 } // namespace

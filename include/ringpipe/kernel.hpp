@@ -92,7 +92,11 @@ struct kernel_spec {
 };
 
 struct kernel_options {
-  std::optional<kernel_mode> mode;      ///< forced mode; by default the best the device and budget allow
+  /// Forced mode; by default the best the device and budget allow. A resident map kernel whose
+  /// mode is not forced, over rings of at least 4,096 slots, hands its stream to spans (batched
+  /// launches over every compute unit) while its input stays half full, and takes it back when
+  /// the backlog is gone (kernel_stats::handovers). A forced mode is kept as it is.
+  std::optional<kernel_mode> mode;
   std::uint32_t local_size = 0;         ///< work-items in the group; 0: min(64, device maximum)
   std::uint32_t idle_budget = 1u << 16; ///< empty polls before a parked kernel leaves
   std::uint32_t batch_capacity = 1024;  ///< device mirror size, for batched kernels without SVM
@@ -116,6 +120,9 @@ struct kernel_stats {
   /// Work-groups launched: one per launch of a ring kernel; a batched map kernel over shared
   /// memory launches one per group of messages of its span, over every compute unit.
   std::uint64_t work_groups = 0;
+  /// Times a resident map kernel that fell behind its input handed the stream to spans (it takes
+  /// it back when the backlog is gone); see kernel_options::mode.
+  std::uint64_t handovers = 0;
   std::uint32_t heartbeat = 0;
   /// A failed kernel only: messages it took from its input without counting them (rp_count),
   /// i.e. the ones it held when it faulted; neither delivered nor waiting in a ring.

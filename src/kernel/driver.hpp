@@ -49,7 +49,7 @@ protected:
 
 /// Counters and state other threads read.
 struct kernel_counters {
-  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, launches{0}, overlapped{0}, work_groups{0};
+  std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, launches{0}, overlapped{0}, work_groups{0}, handovers{0};
   std::atomic<kernel_state> state{kernel_state::idle};
 };
 
@@ -86,18 +86,35 @@ public:
   virtual std::chrono::microseconds idle_ceiling() const noexcept { return std::chrono::microseconds(1000); }
   /// Releases every OpenCL object (after the last launch returned). Never throws.
   virtual void release() noexcept = 0;
+  /// A resident launch returns (parked) after its current round: another driver takes the stream.
+  virtual void yield() noexcept {}
+  /// Another driver moved the rings: go on from where they are.
+  virtual void take_over() noexcept {}
 };
 
 std::unique_ptr<kernel_driver> make_svm_driver(const driver_context& c);
 std::unique_ptr<kernel_driver> make_mirror_driver(const driver_context& c);
 std::unique_ptr<kernel_driver> make_span_driver(const driver_context& c);
+std::unique_ptr<kernel_driver> make_adaptive_driver(const driver_context& c);
+
+/// Whether a kernel can run as spans: a map kernel with its span form, both rings present.
+inline bool spans_possible(const driver_context& c) {
+  return c.has_input && c.has_output && c.image.span_kernel() != nullptr;
+}
+/// Rings wide enough that spans pay for their launches (a resident kernel may hand over to them).
+inline bool spans_worthwhile(const driver_context& c) {
+  return spans_possible(c) && std::min(c.in.capacity(), c.out.capacity()) >= 4096;
+}
 
 inline std::unique_ptr<kernel_driver> make_driver(kernel_transport t, const driver_context& c) {
   switch (t) {
   case kernel_transport::shared_memory:
-    return c.mode == kernel_mode::batched && c.has_input && c.has_output && c.image.span_kernel() != nullptr
-               ? make_span_driver(c)
-               : make_svm_driver(c);
+    // Over narrow rings a batched ring kernel does better: it keeps consuming while the producer
+    // refills, where spans of a quarter ring would pay a launch every few hundred messages.
+    if (c.mode == kernel_mode::batched && spans_worthwhile(c)) return make_span_driver(c);
+    // A resident kernel whose mode nobody forced hands its stream to spans while it falls behind.
+    if (c.mode != kernel_mode::batched && !c.options.mode && spans_worthwhile(c)) return make_adaptive_driver(c);
+    return make_svm_driver(c);
   case kernel_transport::mirrored: return make_mirror_driver(c);
   }
   return nullptr;

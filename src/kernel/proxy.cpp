@@ -111,6 +111,7 @@ poll_result kernel_proxy::step() {
         error(errc::kernel_fault, "kernel '" + spec_.name + "' on device '" + dev_.name() + "' failed: " + e.what())));
   }
   if (finished_.load(std::memory_order_acquire)) return poll_result::done;
+  poller_->set_ceiling(driver_->idle_ceiling()); // the adaptive driver's changes with its phase
   return progress ? poll_result::progress : poll_result::idle;
 }
 
@@ -259,6 +260,7 @@ kernel_stats kernel_proxy::stats() const noexcept {
   s.launches = counters_.launches.load(std::memory_order_relaxed);
   s.overlapped_launches = counters_.overlapped.load(std::memory_order_relaxed);
   s.work_groups = counters_.work_groups.load(std::memory_order_relaxed);
+  s.handovers = counters_.handovers.load(std::memory_order_relaxed);
   if (driver_) s.heartbeat = driver_->heartbeat();
   if (driver_ && failure()) s.lost = driver_->uncounted();
   return s;

@@ -119,6 +119,10 @@ public:
     if (status == CL_COMPLETE || status < 0) count_ = 0;
     return count_ == 0;
   }
+  void take_over() noexcept override {
+    committed_tail_ = c_.in.load_tail(std::memory_order_acquire);
+    committed_head_ = c_.out.load_head(std::memory_order_acquire);
+  }
   // Spans are counted as they are published, and an unpublished span leaves its messages queued.
   std::uint64_t uncounted() const noexcept override { return 0; }
   std::chrono::microseconds idle_ceiling() const noexcept override { return std::chrono::microseconds(200); }

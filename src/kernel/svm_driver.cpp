@@ -15,6 +15,8 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+constexpr std::uint32_t stop_yield = 3; // RP_STOP_YIELD in stage.clh
+
 // Empty polls before a parked kernel leaves while other kernels wait for its worker.
 constexpr std::uint32_t contended_idle_budget = 64;
 
@@ -83,16 +85,19 @@ public:
   void stop_requested(kernel_stop stop) noexcept override {
     if (ctl_ != nullptr) store_ctl(ctl_->stop, static_cast<std::uint32_t>(stop));
   }
+  void yield() noexcept override {
+    // Only over a plain run: a stop request the host made stays in force.
+    std::uint32_t run = static_cast<std::uint32_t>(kernel_stop::run);
+    if (ctl_ != nullptr) std::atomic_ref(ctl_->stop).compare_exchange_strong(run, stop_yield);
+  }
+  void take_over() noexcept override { last_tail_ = c_.in.load_tail(std::memory_order_acquire); }
   bool in_flight() const noexcept override { return in_flight_; }
   bool launch_returned() override {
     const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
     if (status == CL_COMPLETE || status < 0) in_flight_ = false;
     return !in_flight_;
   }
-  std::uint64_t uncounted() const noexcept override {
-    const auto counted = c_.counters.msgs_in.load(std::memory_order_relaxed);
-    return taken_ > counted ? taken_ - counted : 0;
-  }
+  std::uint64_t uncounted() const noexcept override { return taken_ > counted_ ? taken_ - counted_ : 0; }
   std::uint32_t heartbeat() const noexcept override { return ctl_ != nullptr ? load_ctl(ctl_->heartbeat) : 0; }
   std::chrono::microseconds idle_ceiling() const noexcept override {
     // A resident kernel needs the host only to watch it: a slow watch costs nothing.
@@ -133,6 +138,7 @@ private:
     const auto in_now = load_ctl(ctl_->msgs_in);
     const auto out_now = load_ctl(ctl_->msgs_out);
     c_.counters.msgs_in.fetch_add(in_now - last_in_, std::memory_order_relaxed);
+    counted_ += in_now - last_in_; // this driver's own: spans (adaptive_driver) count theirs
     c_.counters.msgs_out.fetch_add(out_now - last_out_, std::memory_order_relaxed);
     last_in_ = in_now;
     last_out_ = out_now;
@@ -189,7 +195,8 @@ private:
   clock::time_point heartbeat_stamp_;
   std::uint32_t last_in_ = 0, last_out_ = 0;
   std::uint32_t last_tail_ = 0;
-  std::uint64_t taken_ = 0; // widened input-ring pops
+  std::uint64_t taken_ = 0;   // widened input-ring pops
+  std::uint64_t counted_ = 0; // widened counts of those the kernel reported
 };
 
 } // namespace

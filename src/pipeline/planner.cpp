@@ -246,8 +246,10 @@ std::uint32_t default_capacity(const pipeline_options& options, pipeline_objecti
   if (options.capacity != 0) return options.capacity;
   std::uint32_t capacity = 1024;
   const std::size_t slot = std::max<std::size_t>(1, slot_size);
-  while (objective == pipeline_objective::throughput && capacity < 65536 &&
-         std::size_t{capacity} * 2 * slot <= (1u << 20))
+  // Automatic's latency gets wide rings too: its resident kernels hand a backlog to spans, which
+  // need room to pay for their launches (adaptive_driver.cpp).
+  const bool wide = objective == pipeline_objective::throughput || options.objective == pipeline_objective::automatic;
+  while (wide && capacity < 65536 && std::size_t{capacity} * 2 * slot <= (1u << 20))
     capacity *= 2;
   return capacity;
 }

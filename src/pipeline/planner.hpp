@@ -46,7 +46,7 @@ struct plan {
 };
 
 /// Slots of a ring no one gave a capacity: pipeline_options::capacity, else 1,024 for latency
-/// and about 1 MiB (up to 65,536 slots) for throughput.
+/// asked for and about 1 MiB (up to 65,536 slots) for throughput and automatic.
 std::uint32_t default_capacity(const pipeline_options& options, pipeline_objective objective, std::size_t slot_size);
 
 /// Messages per turn of a host stage or mover: pipeline_options::staging_batch, else 256 for

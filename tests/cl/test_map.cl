@@ -34,6 +34,19 @@ inline bool rp_test_step(const rp_test_msg* in, rp_test_msg* out) {
 }
 RINGPIPE_MAP_KERNEL(test_map, rp_test_msg, rp_test_msg, rp_test_step)
 
+// test_map with a slow body (2,000 mixes per message), for tests that need a kernel to fall
+// behind its input. The mix is a bijection fixing only 0, so x never becomes 0 from seq + 1: the
+// message is passed on as test_map would, but the compiler cannot drop the loop.
+inline bool rp_test_slow_step(const rp_test_msg* in, rp_test_msg* out) {
+  uint x = in->seq + 1u;
+  for (uint k = 0; k < 2000u; ++k)
+    x = rp_test_mix(x);
+  rp_test_step(in, out);
+  if (x == 0u) out->seq = ~0u;
+  return true;
+}
+RINGPIPE_MAP_KERNEL(test_slow_map, rp_test_msg, rp_test_msg, rp_test_slow_step)
+
 // Keeps even sequence numbers only (filtering: returning false drops the message).
 inline bool rp_test_keep_even(const rp_test_msg* in, rp_test_msg* out) {
   if (in->seq & 1u) return false;
