@@ -97,13 +97,11 @@ std::unique_ptr<kernel_driver> make_mirror_driver(const driver_context& c);
 std::unique_ptr<kernel_driver> make_span_driver(const driver_context& c);
 std::unique_ptr<kernel_driver> make_adaptive_driver(const driver_context& c);
 
-/// Whether a kernel can run as spans: a map kernel with its span form, both rings present.
-inline bool spans_possible(const driver_context& c) {
-  return c.has_input && c.has_output && c.image.span_kernel() != nullptr;
-}
-/// Rings wide enough that spans pay for their launches (a resident kernel may hand over to them).
+/// Whether a kernel runs as spans where batched: a map kernel with its span form, both rings
+/// present and wide enough that spans pay for their launches.
 inline bool spans_worthwhile(const driver_context& c) {
-  return spans_possible(c) && std::min(c.in.capacity(), c.out.capacity()) >= 4096;
+  return c.has_input && c.has_output && c.image.span_kernel() != nullptr &&
+         std::min(c.in.capacity(), c.out.capacity()) >= 4096;
 }
 
 inline std::unique_ptr<kernel_driver> make_driver(kernel_transport t, const driver_context& c) {

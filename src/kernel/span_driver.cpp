@@ -44,7 +44,6 @@ struct span {
   std::uint32_t local = 0;      // work-items per group: the group size, or 1 for a short span
   std::uint8_t* keep = nullptr; // n flags in SVM: 0 where the message was dropped
   cl::Event done;
-  clock::time_point launched;
 };
 
 template <class T> T* svm_alloc(const device& dev, std::size_t bytes, const std::string& kernel, const char* what) {
@@ -207,8 +206,7 @@ bool span_driver::launch() {
     queue_.flush();
     return 0;
   });
-  s.launched = clock::now();
-  if (count_ == 0) front_since_ = s.launched;
+  if (count_ == 0) front_since_ = clock::now();
   if (count_ > 0) c_.counters.overlapped.fetch_add(1, std::memory_order_relaxed);
   ++count_;
   next_tail_ += n;

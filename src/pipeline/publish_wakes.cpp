@@ -13,11 +13,7 @@ void runner::wire_publish_wakes() {
   const auto neighbour = [&](std::size_t ei, std::size_t other) -> std::function<void()> {
     if (auto mover = links_[ei].mover) return [mover] { mover->wake(); };
     if (auto actor = stages_[other].actor) return [actor] { actor->wake(); };
-    if (auto* k = stages_[other].kernel.get()) {
-      return [k] {
-        if (k->mode() != kernel_mode::persistent) k->notify();
-      };
-    }
+    if (auto* k = stages_[other].kernel.get()) return kernel_waker(k);
     return nullptr;
   };
   for (std::size_t i = 0; i < g_.stages.size(); ++i) {

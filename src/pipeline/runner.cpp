@@ -119,10 +119,7 @@ void runner::realize_links() {
     lr.mover = add_actor(std::make_shared<mover_stage>(std::make_shared<strand_executor>(rt_.io()), name + " (staged)",
                                                        default_staging_batch(options_, plan_.objective, slot)));
     lr.mover->add_input(lr.producer_ring);
-    ring_kernel_base* consumer = cons ? stages_[e.to].kernel.get() : nullptr;
-    lr.mover->add_output(lr.consumer_ring, [consumer] {
-      if (consumer != nullptr && consumer->mode() != kernel_mode::persistent) consumer->notify();
-    });
+    lr.mover->add_output(lr.consumer_ring, kernel_waker(cons ? stages_[e.to].kernel.get() : nullptr));
     auto* input = lr.mover->inputs().back().get();
     lr.delivered = [input] { return input->popped.load(std::memory_order_relaxed); };
   }
@@ -135,11 +132,6 @@ void runner::realize_stages() {
   auto executor = [&] { return std::make_shared<strand_executor>(rt_.io()); };
   auto turn = [&](std::size_t msg_bytes) { return default_staging_batch(options_, plan_.objective, msg_bytes); };
   auto fan = [](fan_out f) { return f == fan_out::round_robin ? fan_policy(round_robin{}) : fan_policy(broadcast{}); };
-  auto wake = [](ring_kernel_base* k) {
-    return [k] {
-      if (k != nullptr && k->mode() != kernel_mode::persistent) k->notify();
-    };
-  };
   for (std::size_t i = 0; i < g_.stages.size(); ++i) {
     const auto& s = g_.stages[i];
     const auto& ps = plan_.stages[i];
@@ -156,7 +148,7 @@ void runner::realize_stages() {
           auto merge = add_actor(std::make_shared<mover_stage>(executor(), s.in_port() + " (merge)", turn(s.in.size)));
           for (const auto ei : s.in_edges)
             merge->add_input(links_[ei].consumer_ring);
-          merge->add_output(sr.kernel_in, wake(sr.kernel.get()));
+          merge->add_output(sr.kernel_in, kernel_waker(sr.kernel.get()));
         }
       }
       if (!ps.out.none()) {
@@ -196,7 +188,7 @@ void runner::realize_stages() {
     for (const auto ei : s.out_edges) {
       const auto to = g_.edges[ei].to;
       const bool feeds_kernel = !links_[ei].mover && g_.stages[to].is_kernel() && g_.stages[to].in_edges.size() == 1;
-      actor->add_output(links_[ei].producer_ring, wake(feeds_kernel ? stages_[to].kernel.get() : nullptr));
+      actor->add_output(links_[ei].producer_ring, kernel_waker(feeds_kernel ? stages_[to].kernel.get() : nullptr));
     }
     sr.actor = add_actor(actor);
   }

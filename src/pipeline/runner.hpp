@@ -29,6 +29,13 @@ struct link_run {
   std::function<std::uint64_t()> delivered;   // messages the consumer side has taken
 };
 
+/// Wakes kernel `k` when new input reaches it (a resident kernel polls on its own; null: nobody).
+inline std::function<void()> kernel_waker(ring_kernel_base* k) {
+  return [k] {
+    if (k != nullptr && k->mode() != kernel_mode::persistent) k->notify();
+  };
+}
+
 /// What stages and kernels call back into. It outlives the runner when a stage or a detached
 /// kernel it gave up on still runs: the runner disconnects it on destruction.
 struct runner_events {
