@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <span>
 #include <thread>
 #include <vector>
@@ -203,6 +204,74 @@ TEST(Ring, PopAfterTheTailMovedElsewhereReturnsOnlyWhatIsQueued) {
   ASSERT_EQ(r.pop_n(out), 2u);
   EXPECT_EQ(out[0].seq, 10u);
   EXPECT_EQ(out[1].seq, 11u);
+}
+
+void put(std::byte* slot, msg m) { std::memcpy(slot, &m, sizeof(m)); }
+
+// Host stages fill and read slots in place: a window is contiguous, so it stops at the end of the
+// slot array, at a full ring (writing) and at the head (reading); nothing moves until committed.
+TEST(Ring, WindowsStopAtTheSlotArraysEndAndMoveNothingUntilCommitted) {
+  ring<msg> r(8);
+  auto& b = r.buffer();
+  auto w = b.write_window(5);
+  ASSERT_EQ(w.size(), 5 * sizeof(msg));
+  for (std::uint32_t s = 0; s < 5; ++s)
+    put(w.data() + s * sizeof(msg), {s, check_of(s)});
+  EXPECT_EQ(b.size(), 0u) << "published before commit_push";
+  EXPECT_EQ(b.read_window(8).size(), 0u);
+  b.commit_push(5);
+  EXPECT_EQ(b.write_window(8).size(), 3 * sizeof(msg)) << "slots 5..7 are free up to the array's end";
+  auto rd = b.read_window(3);
+  ASSERT_EQ(rd.size(), 3 * sizeof(msg));
+  b.drop_n(3);
+  EXPECT_EQ(b.write_window(8).size(), 3 * sizeof(msg)) << "the free slots at the front are not contiguous";
+  b.commit_push(0);
+  w = b.write_window(8);
+  for (std::uint32_t s = 5; s < 8; ++s)
+    put(w.data() + (s - 5) * sizeof(msg), {s, check_of(s)});
+  b.commit_push(3);
+  ASSERT_EQ(b.write_window(8).size(), 3 * sizeof(msg)) << "slots 0..2 (counters 8..10) are free again";
+  ASSERT_EQ(b.read_window(8).size(), 5 * sizeof(msg)) << "counters 3..7 up to the array's end";
+  msg m{};
+  std::memcpy(&m, b.read_window(8).data(), sizeof(m));
+  EXPECT_EQ(m.seq, 3u);
+  b.drop_n(5);
+  EXPECT_EQ(b.read_window(8).size(), 0u);
+}
+
+// A producer writing windows and a consumer reading them, across the 32-bit wrap: exactly once,
+// in order.
+TEST(Ring, WindowsPassEveryMessageOnceInOrder) {
+  ring<msg> r(64, {"windows", 0xffffffffu - 3000});
+  constexpr std::uint32_t count = 200'000;
+  std::thread producer([&] {
+    std::uint32_t next = 0;
+    while (next < count) {
+      const auto w = r.buffer().write_window(std::min<std::uint32_t>(count - next, 24));
+      const auto n = static_cast<std::uint32_t>(w.size() / sizeof(msg));
+      for (std::uint32_t i = 0; i < n; ++i, ++next)
+        put(w.data() + i * sizeof(msg), {next, check_of(next)});
+      r.buffer().commit_push(n);
+      if (n == 0) std::this_thread::yield();
+    }
+    r.close();
+  });
+  std::uint32_t expected = 0;
+  while (!r.buffer().drained()) {
+    const auto rd = r.buffer().read_window(17);
+    const auto n = rd.size() / sizeof(msg);
+    for (std::size_t i = 0; i < n; ++i, ++expected) {
+      msg m{};
+      std::memcpy(&m, rd.data() + i * sizeof(msg), sizeof(m));
+      ASSERT_EQ(m.seq, expected) << "lost, duplicated or reordered";
+      ASSERT_EQ(m.check, check_of(expected));
+    }
+    r.buffer().drop_n(n);
+    if (n == 0) std::this_thread::yield();
+  }
+  producer.join();
+  EXPECT_EQ(expected, count);
+  EXPECT_EQ(r.buffer().popped(), count);
 }
 
 class RingThreads : public ::testing::TestWithParam<std::uint32_t> {};

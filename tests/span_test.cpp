@@ -75,7 +75,7 @@ TEST_F(SpanTest, SpansStopAtTheRingsEndsAndAcrossTheCountersWrap) {
 }
 
 // Over rings narrower than 4,096 slots a batched map kernel stays a ring kernel: spans of a
-// quarter ring would pay a launch every few hundred messages.
+// fraction of the ring would pay a launch every few hundred messages.
 TEST_F(SpanTest, NarrowRingsKeepTheBatchedRingKernel) {
   const auto& dev = topo()[0];
   ring<msg16> in(dev, 1024, {"in"}), out(dev, 1024, {"out"});

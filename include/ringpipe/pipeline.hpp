@@ -127,8 +127,9 @@ public:
   stage_ref<In, Out> add_kernel(std::string name, kernel_spec spec, placement where = {}, kernel_options options = {});
   /// A host function consuming every message.
   template <class In, class Fn> stage_ref<In, no_message> add_sink(std::string name, Fn fn);
-  // The same per batch: spans of up to pipeline_options::staging_batch messages, in order. A
-  // batch function that throws loses its whole batch (stop_report::lost_in counts it).
+  // The same per batch: spans of up to pipeline_options::staging_batch messages, in order (shorter
+  // where a ring wraps). The spans are the rings' own slots, valid only during the call. A batch
+  // function that throws loses its whole batch (stop_report::lost_in counts it).
   /// `gen(std::span<T> room)` fills the first k messages of `room` and returns k (0: nothing
   /// yet), or std::nullopt to end the stream.
   template <class T, class Gen> stage_ref<no_message, T> add_source_batch(std::string name, Gen gen);

@@ -80,6 +80,10 @@ public:
   std::size_t push_n_bytes(const void* messages, std::size_t count) noexcept;
   /// Free slots as the producer sees them.
   std::uint32_t space() noexcept;
+  /// Up to `max` free slots after the head that lie in one piece (empty when the ring is full),
+  /// to be filled in place; commit_push(n) then publishes the first n. Saves the copy of push_n.
+  std::span<std::byte> write_window(std::size_t max) noexcept;
+  void commit_push(std::size_t n) noexcept;
   /// Ends the stream: the consumer drains what was pushed, then sees the end.
   void close() noexcept;
 
@@ -89,6 +93,9 @@ public:
   /// Copies up to `count` messages without taking them; drop_n(k) then takes the first k of them.
   std::size_t peek_n_bytes(void* messages, std::size_t count) noexcept;
   void drop_n(std::size_t count) noexcept;
+  /// Up to `max` queued messages from the tail that lie in one piece, to be read in place (they
+  /// stay valid until drop_n gives their slots back). Saves the copy of peek_n.
+  std::span<const std::byte> read_window(std::size_t max) noexcept;
   /// Closed by the producer and empty: the stream has ended.
   bool drained() noexcept;
 
@@ -121,6 +128,8 @@ public:
 
 private:
   void init(std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options);
+  /// The consumer's view of the head: reloaded when it shows fewer than `want` messages.
+  void refresh_consumer_cache(std::uint32_t tail, std::size_t want) noexcept;
   void note_pushed(std::uint32_t n) noexcept { pushed_.store(pushed() + n, std::memory_order_relaxed); }
   void note_popped(std::uint32_t n) noexcept { popped_.store(popped() + n, std::memory_order_relaxed); }
 

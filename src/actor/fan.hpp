@@ -44,17 +44,18 @@ public:
     }
     return false;
   }
-  /// Copies a run of up to `max` messages from the next input that has any, in its order,
-  /// without taking them: take_run(k) takes the first k.
-  std::size_t peek_run(std::byte* messages, std::size_t max) {
+  /// Up to `max` messages queued in one piece in the next input that has any, in its order, read
+  /// in place without taking them: take_run(k) takes the first k.
+  std::span<const std::byte> read_run(std::size_t max) {
     for (std::size_t k = 0; k < inputs_.size(); ++k) {
       const auto at = (next_ + k) % inputs_.size();
-      if (const auto n = inputs_[at]->ring->peek_n_bytes(messages, max); n > 0) {
+      auto& ring = *inputs_[at]->ring;
+      if (const auto run = ring.read_window(max); !run.empty()) {
         peeked_ = at;
-        return n;
+        return run;
       }
     }
-    return 0;
+    return {};
   }
   void take_run(std::size_t n) {
     if (n == 0) return;
@@ -78,7 +79,7 @@ public:
 private:
   std::vector<std::unique_ptr<stage_input>> inputs_;
   std::size_t next_ = 0;
-  std::size_t peeked_ = 0; // the input of the last peek_run
+  std::size_t peeked_ = 0; // the input of the last read_run
 };
 
 /// Every output gets every message.

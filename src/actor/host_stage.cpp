@@ -21,8 +21,8 @@ void host_stage::add_output(std::shared_ptr<ring_buffer> r, std::function<void()
 void host_stage::start() {
   in_buf_.resize(std::max<std::size_t>(in_size_, 1));
   out_buf_.resize(std::max<std::size_t>(std::max(out_size_, in_size_), 1));
-  in_block_.resize(std::size_t{batch_} * std::max<std::size_t>(in_size_, 1));
-  out_block_.resize(std::size_t{batch_} * std::max<std::size_t>(std::max(out_size_, in_size_), 1));
+  if (outputs_.size() > 1)
+    out_block_.resize(std::size_t{batch_} * std::max<std::size_t>(std::max(out_size_, in_size_), 1));
   poller_.start(weak_from_this());
 }
 
@@ -74,17 +74,25 @@ poll_result host_stage::step() {
   return moved > 0 ? poll_result::progress : poll_result::idle;
 }
 
-std::size_t host_stage::run_room() const {
-  std::size_t room = batch_;
+host_stage::run_space host_stage::out_run(std::size_t max) {
+  max = std::min<std::size_t>(max, batch_);
+  if (outputs_.size() == 1) {
+    const auto window = outputs_[0].ring->write_window(max);
+    return {window.data(), window.size() / out_size_};
+  }
   for (const auto& o : outputs_)
-    room = std::min<std::size_t>(room, o.ring->space());
-  return room;
+    max = std::min<std::size_t>(max, o.ring->space());
+  return {out_block_.data(), max};
 }
 
 void host_stage::push_run(std::size_t n) {
   if (n == 0) return;
-  for (auto& o : outputs_)
-    (void)o.ring->push_n_bytes(out_block_.data(), n); // room was checked; only this stage pushes
+  if (outputs_.size() == 1) {
+    outputs_[0].ring->commit_push(n);
+  } else {
+    for (auto& o : outputs_)
+      (void)o.ring->push_n_bytes(out_block_.data(), n); // room was checked; only this stage pushes
+  }
   msgs_out.fetch_add(n, std::memory_order_relaxed);
 }
 

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,18 +73,23 @@ protected:
   /// Whether messages can move in runs: every output gets every message (one output, or
   /// broadcast). Round-robin over several outputs goes message by message.
   bool runs_possible() const noexcept { return outputs_.size() <= 1 || std::holds_alternative<broadcast>(fan_); }
-  /// Room for a run: the batch, bounded by the fullest output.
-  std::size_t run_room() const;
-  /// Copies a run of up to `max` messages into in_block_ without taking them; take_run(k) takes
-  /// the first k (counted in msgs_in): a function that throws mid-run loses only what it held.
-  std::size_t peek_run(std::size_t max) {
-    return inputs_.peek_run(in_block_.data(), std::min<std::size_t>(max, batch_));
-  }
+  /// Where a run of results goes, and how many fit (at most `max` and the batch): with one output,
+  /// its ring's free slots, filled in place; with several (broadcast), a block that push_run
+  /// copies to each.
+  struct run_space {
+    std::byte* data = nullptr;
+    std::size_t room = 0;
+  };
+  run_space out_run(std::size_t max);
+  /// Up to `max` messages (and the batch) queued in one input, read in place without taking
+  /// them; take_run(k) takes the first k (counted in msgs_in): a function that throws mid-run
+  /// loses only what it held.
+  std::span<const std::byte> in_run(std::size_t max) { return inputs_.read_run(std::min<std::size_t>(max, batch_)); }
   void take_run(std::size_t n) {
     inputs_.take_run(n);
     msgs_in.fetch_add(n, std::memory_order_relaxed);
   }
-  /// Pushes `n` messages from out_block_ to every output (room was checked; counted in msgs_out).
+  /// Publishes the first `n` messages of the last out_run (counted in msgs_out).
   void push_run(std::size_t n);
   /// After a host function threw mid-run: takes the run up to and including the messages it was
   /// given at once (one, or its whole batch) and counts those as lost.
@@ -98,7 +104,7 @@ protected:
   std::vector<stage_output> outputs_;
   fan_policy fan_;
   std::vector<std::byte> in_buf_, out_buf_;
-  std::vector<std::byte> in_block_, out_block_; // a batch of messages, for runs
+  std::vector<std::byte> out_block_; // a batch of results for several outputs
 
 private:
   poll_result step();

@@ -1,17 +1,20 @@
 #include "stages.hpp"
 
+#include <cstring>
+
 namespace ringpipe::detail {
 
-// Sources, transforms and sinks move runs of messages: one pop, one call of the user's function
-// (through its adapter, which calls it per message or once per batch) and one push per run;
-// round-robin over several outputs goes one message at a time.
+// Sources, transforms and sinks move runs of messages: one call of the user's function per run
+// (through its adapter, which calls it per message or once per batch), reading the input ring's
+// slots and filling the output ring's in place; round-robin over several outputs goes one
+// message at a time.
 std::size_t source_stage::turn() {
   if (runs_possible()) {
-    const auto room = run_room();
-    if (room == 0) return 0; // a batch source never sees an empty span
+    const auto out = out_run(batch());
+    if (out.room == 0) return 0; // a batch source never sees an empty span
     run_progress p;
     try {
-      generate_(out_block_.data(), room, p);
+      generate_(out.data, out.room, p);
     } catch (...) {
       push_run(p.made); // what was generated before the throw is delivered
       throw;
@@ -50,10 +53,12 @@ std::size_t end_if_drained(std::size_t moved, std::uint32_t batch, const merge_i
 std::size_t transform_stage::turn() {
   std::size_t moved = 0;
   if (runs_possible()) {
-    moved = peek_run(run_room());
+    const auto out = out_run(batch());
+    const auto in = in_run(out.room);
+    moved = in.size() / in_size();
     run_progress p;
     try {
-      if (moved > 0) transform_(in_block_.data(), moved, out_block_.data(), p);
+      if (moved > 0) transform_(in.data(), moved, out.data, p);
     } catch (...) {
       lose_at_throw(p);
       push_run(p.made);
@@ -72,10 +77,11 @@ std::size_t transform_stage::turn() {
 }
 
 std::size_t sink_stage::turn() {
-  const auto moved = peek_run(batch());
+  const auto in = in_run(batch());
+  const auto moved = in.size() / in_size();
   run_progress p;
   try {
-    if (moved > 0) consume_(in_block_.data(), moved, p);
+    if (moved > 0) consume_(in.data(), moved, p);
   } catch (...) {
     lose_at_throw(p);
     throw;
@@ -87,19 +93,13 @@ std::size_t sink_stage::turn() {
 std::size_t mover_stage::turn() {
   std::size_t moved = 0;
   if (inputs_.all().size() == 1 && outputs_.size() == 1) {
-    // One ring to one ring (staged links): one block per turn.
-    auto& in = *inputs_.all()[0];
-    auto& out = *outputs_[0].ring;
-    const auto n = std::min<std::size_t>({in.ring->size(), out.space(), batch()});
-    if (n > 0) {
-      block_.resize(n * in_size());
-      const auto got = in.ring->pop_n_bytes(block_.data(), n);
-      (void)out.push_n_bytes(block_.data(), got); // room was checked; only this stage pushes
-      in.popped.fetch_add(got, std::memory_order_relaxed);
-      msgs_in.fetch_add(got, std::memory_order_relaxed);
-      msgs_out.fetch_add(got, std::memory_order_relaxed);
-      moved = got;
-    }
+    // One ring to one ring (staged links): one copy per turn, slots to slots.
+    const auto out = out_run(batch());
+    const auto in = in_run(out.room);
+    moved = in.size() / in_size();
+    if (moved > 0) std::memcpy(out.data, in.data(), in.size());
+    take_run(moved);
+    push_run(moved);
   } else {
     moved = each_message([&](const std::byte* in, auto& fan) { push(fan, in); });
   }

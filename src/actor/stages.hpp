@@ -48,7 +48,6 @@ public:
 
 private:
   std::size_t turn() override;
-  std::vector<std::byte> block_; // one ring to one ring: a block of messages per turn
 };
 
 } // namespace ringpipe::detail

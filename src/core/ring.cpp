@@ -137,6 +137,21 @@ std::size_t ring_buffer::push_n_bytes(const void* messages, std::size_t count) n
   return n;
 }
 
+std::span<std::byte> ring_buffer::write_window(std::size_t max) noexcept {
+  const auto head = load_head(std::memory_order_relaxed);
+  const auto contiguous = capacity_ - (head & (capacity_ - 1));
+  const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(max, contiguous));
+  auto free = capacity_ - (head - producer_tail_cache_);
+  if (free < want) free = space();
+  return {slot(head), static_cast<std::size_t>(std::min(free, want)) * slot_size_};
+}
+
+void ring_buffer::commit_push(std::size_t n) noexcept {
+  if (n == 0) return;
+  publish_head(load_head(std::memory_order_relaxed) + static_cast<std::uint32_t>(n));
+  note_pushed(static_cast<std::uint32_t>(n));
+}
+
 void ring_buffer::close() noexcept {
   std::atomic_ref flags(header_->flags);
   flags.store(flags.load(std::memory_order_relaxed) | ring_closed, std::memory_order_release);
@@ -161,17 +176,29 @@ std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept
   return n;
 }
 
-std::size_t ring_buffer::peek_n_bytes(void* messages, std::size_t count) noexcept {
-  const auto tail = load_tail(std::memory_order_relaxed);
+void ring_buffer::refresh_consumer_cache(std::uint32_t tail, std::size_t want) noexcept {
   // Reloaded also when the cache lies behind the tail (more than a ring's fill ahead): the
   // consumer's side was used elsewhere before (a batched kernel's driver, then its owner).
-  if (consumer_head_cache_ - tail < count || consumer_head_cache_ - tail > capacity_) {
+  if (consumer_head_cache_ - tail < want || consumer_head_cache_ - tail > capacity_) {
     consumer_head_cache_ = load_head(std::memory_order_acquire);
     note_fill(consumer_head_cache_ - tail);
   }
+}
+
+std::size_t ring_buffer::peek_n_bytes(void* messages, std::size_t count) noexcept {
+  const auto tail = load_tail(std::memory_order_relaxed);
+  refresh_consumer_cache(tail, count);
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(consumer_head_cache_ - tail, count));
   copy_out(tail, n, static_cast<std::byte*>(messages));
   return n;
+}
+
+std::span<const std::byte> ring_buffer::read_window(std::size_t max) noexcept {
+  const auto tail = load_tail(std::memory_order_relaxed);
+  const auto contiguous = capacity_ - (tail & (capacity_ - 1));
+  const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(max, contiguous));
+  refresh_consumer_cache(tail, want);
+  return {slot(tail), static_cast<std::size_t>(std::min(consumer_head_cache_ - tail, want)) * slot_size_};
 }
 
 void ring_buffer::drop_n(std::size_t count) noexcept {

@@ -108,7 +108,7 @@ inline std::unique_ptr<kernel_driver> make_driver(kernel_transport t, const driv
   switch (t) {
   case kernel_transport::shared_memory:
     // Over narrow rings a batched ring kernel does better: it keeps consuming while the producer
-    // refills, where spans of a quarter ring would pay a launch every few hundred messages.
+    // refills, where spans of a fraction of the ring would pay a launch every few hundred messages.
     if (c.mode == kernel_mode::batched && spans_worthwhile(c)) return make_span_driver(c);
     // A resident kernel whose mode nobody forced hands its stream to spans while it falls behind.
     if (c.mode != kernel_mode::batched && !c.options.mode && spans_worthwhile(c)) return make_adaptive_driver(c);

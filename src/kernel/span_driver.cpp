@@ -3,7 +3,7 @@
 // result per message), launches the kernel's span form (NAME__span, stage.clh) with one work-item
 // per message, so that every compute unit of the device works on it, and publishes the span when
 // the launch returns: results moved down over dropped messages, the output head advanced, the
-// input slots given back. Up to two spans are in flight and published in launch order. This is
+// input slots given back. Up to four spans are in flight and published in launch order. This is
 // what a hand-written batched program does, without its copies: the rings are the batches.
 
 #include "driver.hpp"
@@ -18,7 +18,7 @@ namespace ringpipe::detail {
 namespace {
 
 using clock = std::chrono::steady_clock;
-constexpr unsigned max_spans = 2;
+constexpr unsigned max_spans = 4;
 constexpr std::uint32_t first_span = 256; // spans start small and double while they return quickly
 
 // Wakes the proxy when a launch completes (called on the OpenCL runtime's thread). The driver cuts
@@ -61,7 +61,7 @@ public:
       : c_(c), kernel_(*c.image.span_kernel()), relay_(std::make_shared<wake_relay>()) {
     relay_->life = &c.life;
     const std::uint32_t local = c.image.local_size();
-    max_span_ = std::max(local, std::min(c.in.capacity(), c.out.capacity()) / 4);
+    max_span_ = std::max(local, std::min(c.in.capacity(), c.out.capacity()) / 8);
     span_limit_ = std::min(max_span_, std::max(local, first_span));
     queue_ = cl_call("clCreateCommandQueue", [&] { return cl::CommandQueue(c.dev.context(), c.dev.cl_device()); });
     ctl_ = svm_alloc<control_block>(c.dev, sizeof(control_block), c.image.name(), "control block");
