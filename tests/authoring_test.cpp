@@ -156,6 +156,36 @@ TEST_F(AuthoringTest, StateSizeOtherThanTheDeclaredOneIsRefused) {
                {"stage 'sum'", "declares 16 bytes of state", "state_bytes says 4"}, "a wrong state size started");
 }
 
+// Groups of two: PoCL's compiler aborts the process on a map kernel's round of fewer than three
+// work-items, so it is refused there before anything runs, naming kernel and device; elsewhere it
+// runs, every message in order.
+TEST_F(AuthoringTest, MapKernelOfTwoWorkItemsRunsOrIsRefusedWhereTheCompilerCannot) {
+  for (const auto& dev : topo().devices()) {
+    SCOPED_TRACE(dev.name());
+    constexpr std::uint32_t count = 5000;
+    pipeline p(rt(), {"pair"});
+    auto src = p.add_source<item>("source", items(count));
+    kernel_options two;
+    two.local_size = 2;
+    auto k = p.add_kernel<item, item>("pair", affine_kernel(3, 1), on_device(dev.index()), two);
+    std::uint32_t expected = 0, wrong = 0;
+    auto sink = p.add_sink<item>("sink", [&](const item& m) {
+      if (m.seq != expected++ || m.value != m.seq * 3 + 1) ++wrong;
+    });
+    p.connect(src.out(), k.in());
+    p.connect(k.out(), sink.in());
+    if (dev.info().platform.find("Portable Computing Language") != std::string::npos) {
+      expect_error([&] { p.start(); }, make_error_code(errc::invalid_argument),
+                   {"stage 'pair'", "local size 2", dev.name(), "fewer than 3 work-items"},
+                   "a group PoCL cannot compile started");
+      continue;
+    }
+    p.run(2min);
+    EXPECT_EQ(expected, count);
+    EXPECT_EQ(wrong, 0u);
+  }
+}
+
 TEST_F(AuthoringTest, MissingKernelArgumentsAreRefusedWithTheCounts) {
   pipeline p(rt(), {"arg-count"});
   auto src = p.add_source<item>("source", items(1));

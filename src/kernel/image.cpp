@@ -199,6 +199,14 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
   }
   for (std::size_t i = 0; i < spec.args.size(); ++i)
     set_arg(static_cast<unsigned>(i), spec.args[i].bytes.data(), spec.args[i].bytes.size());
+  // PoCL's compiler aborts the process ("Could not find a dominating alternative variable") on a
+  // map ring kernel's round, barriers in a loop, for groups of one or two work-items.
+  if (map_ && local_size_ < 3 && dev.info().platform.find("Portable Computing Language") != std::string::npos) {
+    throw error(errc::invalid_argument, "kernel '" + spec.name + "': local size " + std::to_string(local_size_) +
+                                            " on device '" + dev.name() +
+                                            "': PoCL cannot compile a map ring kernel of fewer than 3 work-items "
+                                            "(its compiler aborts); leave local_size 0 or give 3 or more");
+  }
   if (local_size_ > limit) {
     throw error(errc::invalid_argument, "kernel '" + spec.name + "': local size " + std::to_string(local_size_) +
                                             " exceeds the limit of " + std::to_string(limit) + " on device '" +
