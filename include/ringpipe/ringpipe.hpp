@@ -2,6 +2,7 @@
 // Everything an application uses: devices and the runtime, rings, ring kernels, links, pipelines
 // and their plans and metrics.
 
+#include <ringpipe/barrier.hpp>
 #include <ringpipe/device.hpp>
 #include <ringpipe/error.hpp>
 #include <ringpipe/kernel.hpp>

@@ -62,5 +62,6 @@ void host_to_kernel_topic(bench_context& c); // host_to_kernel.cpp: rings into o
 void kernel_links_topic(bench_context& c);   // kernel_links.cpp: kernel to kernel, across devices
 void pipeline_topic(bench_context& c);       // pipelines.cpp: two-stage pipelines, Asio baseline
 void versus_topic(bench_context& c);         // versus.cpp: against a hand-written batched program
+void barrier_topic(bench_context& c);        // barriers.cpp: barrier phases against std::barrier
 
 } // namespace ringpipe::bench

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
     kernel_links_topic(c);
     pipeline_topic(c);
     versus_topic(c);
+    barrier_topic(c);
     write_json(json_path, results);
     return 0;
   } catch (const std::exception& e) {

@@ -1,0 +1,95 @@
+#pragma once
+// A barrier over named participants: every participant finishes phase k (arrives) before any
+// starts phase k+1 (is released). Split-phase (arrive, then wait with the token) or blocking
+// (arrive_and_wait); an optional completion function runs once per phase on the host, after every
+// participant arrived and before any is released, like the completion step of std::barrier.
+//
+// It never hangs: a phase whose participants have not all arrived within the timeout (counted
+// from the phase's first arrival) fails the barrier, naming who did not arrive, the phase and who
+// did; fail() (a participant that stopped or failed) releases every waiter with its reason. Both
+// reach every waiter at once, and every later call.
+//
+// Phases are numbered by a 32-bit counter that only grows and wraps (never reset); each
+// participant's arrival and the phase in progress are words on their own 64-byte lines: the
+// layout device participants will share (src/coord/barrier.cpp).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringpipe {
+
+struct barrier_options {
+  std::string name = "barrier";
+  /// How long a phase may wait for its last participant after its first one arrived.
+  std::chrono::nanoseconds timeout = std::chrono::seconds(10);
+  /// Runs once per phase (its argument: the phase's number) on the thread of the last participant
+  /// to arrive, before any is released. If it throws, the barrier fails with its message.
+  std::function<void(std::uint32_t phase)> on_phase;
+  /// The first phase's number (tests of the 32-bit wrap).
+  std::uint32_t first_phase = 0;
+};
+
+/// What arrive() returns and wait() takes.
+struct barrier_token {
+  std::size_t participant = 0;
+  std::uint32_t phase = 0; ///< the phase arrived at
+};
+
+struct barrier_participant_stats {
+  std::string name;
+  std::uint64_t arrivals = 0;
+  std::uint64_t waits = 0;          ///< waits that were released (not failed)
+  std::uint64_t last_to_arrive = 0; ///< phases in which the others waited for this one
+  double wait_p50_us = 0;           ///< over the last 4,096 waits
+  double wait_p99_us = 0;
+};
+
+struct barrier_stats {
+  std::string name;
+  std::uint64_t phases = 0; ///< phases completed
+  std::vector<barrier_participant_stats> participants;
+  /// One line per participant: arrivals, waits, wait p50/p99, phases it was last to arrive.
+  std::string table() const;
+};
+
+class barrier {
+public:
+  /// `participants`: distinct names, at least one.
+  explicit barrier(std::vector<std::string> participants, barrier_options options = {});
+  ~barrier();
+  barrier(const barrier&) = delete;
+  barrier& operator=(const barrier&) = delete;
+
+  /// A participant's index by name; an unknown name is refused, listing the participants.
+  std::size_t participant(std::string_view name) const;
+  std::size_t size() const noexcept;
+  const std::string& name() const noexcept;
+
+  /// Arrives at the phase in progress. A participant arrives once per phase: arriving again
+  /// before the phase is released is refused. Throws the barrier's error once it failed.
+  [[nodiscard]] barrier_token arrive(std::size_t participant);
+  /// Returns once the token's phase is released; throws errc::timeout (naming who did not
+  /// arrive) or the failure's error.
+  void wait(const barrier_token& token);
+  void arrive_and_wait(std::size_t participant) { wait(arrive(participant)); }
+
+  /// Fails the barrier with `reason` (errc::cancelled): every waiter, now and later, gets it. The
+  /// first failure stays.
+  void fail(std::string_view reason) noexcept;
+  bool failed() const noexcept;
+  /// The phase in progress.
+  std::uint32_t phase() const noexcept;
+  barrier_stats stats() const;
+
+private:
+  struct state;
+  std::unique_ptr<state> s_;
+};
+
+} // namespace ringpipe
