@@ -138,10 +138,7 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_obje
 
 bool parse_objective(const char* text, pipeline_objective& objective) {
   for (const auto o : {pipeline_objective::automatic, pipeline_objective::latency, pipeline_objective::throughput}) {
-    const char* name = o == pipeline_objective::automatic ? "automatic"
-                       : o == pipeline_objective::latency ? "latency"
-                                                          : "throughput";
-    if (!std::strcmp(text, name)) {
+    if (to_string(o) == text) {
       objective = o;
       return true;
     }

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <typeindex>
 #include <utility>
@@ -58,6 +59,15 @@ enum class pipeline_objective {
   /// few host cores (PoCL's devices are host threads). See docs/performance.md.
   throughput,
 };
+
+constexpr std::string_view to_string(pipeline_objective o) noexcept {
+  switch (o) {
+  case pipeline_objective::automatic: return "automatic";
+  case pipeline_objective::latency: return "latency";
+  case pipeline_objective::throughput: return "throughput";
+  }
+  return "?";
+}
 
 struct pipeline_options {
   std::string name = "pipeline";

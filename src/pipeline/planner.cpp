@@ -292,7 +292,7 @@ pipeline_plan plan::summary(const graph& g) const {
   for (std::size_t ei = 0; ei < g.edges.size(); ++ei)
     out.links.push_back({g.edges[ei].from_port, g.edges[ei].to_port, links[ei].kind,
                          g.edges[ei].options.kind.has_value(), links[ei].mover, links[ei].capacity});
-  out.objective = objective == pipeline_objective::throughput ? "throughput" : "latency";
+  out.objective = std::string(to_string(objective));
   out.objective_reason = objective_reason;
   return out;
 }
