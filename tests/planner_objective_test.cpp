@@ -1,0 +1,189 @@
+// The pipeline's objective as the planner applies it, against topologies the test describes (no
+// OpenCL platform needed): latency, throughput (batched kernels, wide rings) and automatic (busy
+// threads counted against the host's cores), and what the user fixed staying fixed.
+
+#include <ringpipe/pipeline.hpp>
+#include <ringpipe/runtime.hpp>
+
+#include "device_fixture.hpp"
+#include "planner_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+
+using namespace ringpipe;
+using namespace ringpipe::testing;
+
+namespace {
+// The throughput objective: kernels that name no mode run batched, links that name no capacity
+// get rings of about 1 MiB (65,536 slots of 8 bytes at most); what the user set stays; plan() says
+// which came from the objective. The latency objective changes nothing.
+TEST_F(PlannerTest, ThroughputObjectiveBatchesKernelsAndWidensRingsTheUserLeftOpen) {
+  for (const auto objective : {pipeline_objective::latency, pipeline_objective::throughput}) {
+    const bool throughput = objective == pipeline_objective::throughput;
+    auto o = opts("objective", false);
+    o.objective = objective;
+    pipeline p(rt, o);
+    auto src = p.add_source<sample>("src", no_messages());
+    auto a = p.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(0));
+    kernel_options parked;
+    parked.mode = kernel_mode::parked;
+    auto b = p.add_kernel<sample, sample>("b", map_kernel("clip"), on_device(1), parked);
+    auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+    link_options small;
+    small.capacity = 16;
+    p.connect(src.out(), a.in());
+    p.connect(a.out(), b.in(), small);
+    p.connect(b.out(), sink.in());
+    const auto plan = p.dry_run();
+    EXPECT_EQ(plan.objective, throughput ? "throughput" : "latency");
+    EXPECT_EQ(plan.find_stage("a")->mode, throughput ? std::optional(kernel_mode::batched) : std::nullopt);
+    EXPECT_EQ(plan.find_stage("a")->mode_from_objective, throughput);
+    EXPECT_EQ(plan.find_stage("b")->mode, kernel_mode::parked) << "a forced mode stays";
+    EXPECT_EQ(plan.find_link("src.out", "a.in")->capacity, throughput ? 65536u : 1024u) << "8-byte messages";
+    EXPECT_EQ(plan.find_link("a.out", "b.in")->capacity, 16u) << "a capacity the user set stays";
+    EXPECT_EQ(plan.objective_reason, "asked for");
+    if (throughput) {
+      EXPECT_NE(plan.text().find("kernel 'a' on device 0, batched (objective)"), std::string::npos) << plan.text();
+      EXPECT_NE(plan.text().find("kernel 'b' on device 1, parked (forced)"), std::string::npos) << plan.text();
+    }
+  }
+}
+
+// Automatic: latency while the threads busy under it fit the host's cores. Counted: kernels that
+// stay resident on CPU devices (not GPU ones, not batched ones), the runtime's threads that run
+// host stages (at most as many as it has: 2 here), one application thread at inlets and outlets.
+struct objective_case {
+  const char* what;
+  std::vector<ringpipe::testing::described_device> devices;
+  bool host_ends;        // source and sink (else inlet and outlet)
+  std::uint32_t kernels; // chained, kernel i on device i % devices
+  bool first_batched;    // the first kernel forced batched
+  unsigned cores;
+  const char* objective;
+  const char* reason;
+};
+
+TEST(AutomaticObjective, CountsBusyThreadsAgainstTheHostsCores) {
+  using ringpipe::testing::gpu_without_svm;
+  using ringpipe::testing::pocl_cpu;
+  using ringpipe::testing::rusticl_cpu;
+  const std::vector<objective_case> cases = {
+      {"one PoCL kernel, application ends",
+       {pocl_cpu()},
+       false,
+       1,
+       false,
+       2,
+       "latency",
+       "chosen: 2 threads busy under latency fit 2 host cores (1 resident kernel on CPU devices, 0 runtime threads "
+       "for 0 host stages, 1 application thread)"},
+      {"two PoCL kernels, application ends",
+       {pocl_cpu("a"), pocl_cpu("b")},
+       false,
+       2,
+       false,
+       2,
+       "throughput",
+       "chosen: 3 threads busy under latency exceed 2 host cores (2 resident kernels on CPU devices, 0 runtime "
+       "threads for 0 host stages, 1 application thread)"},
+      {"two PoCL kernels on 16 cores", {pocl_cpu("a"), pocl_cpu("b")}, false, 2, false, 16, "latency", "fit 16"},
+      {"one batched of two", {pocl_cpu("a"), pocl_cpu("b")}, false, 2, true, 2, "latency", "(1 resident kernel on"},
+      {"GPU kernels take no host core",
+       {gpu_without_svm(), gpu_without_svm()},
+       false,
+       2,
+       false,
+       2,
+       "latency",
+       "(0 resident kernels"},
+      {"rusticl kernels are batched anyway",
+       {rusticl_cpu()},
+       true,
+       1,
+       false,
+       2,
+       "latency",
+       "2 threads busy under latency fit 2 host cores (0 resident kernels on CPU devices, 2 runtime threads for 2 "
+       "host stages)"},
+      {"source, PoCL kernel, sink",
+       {pocl_cpu()},
+       true,
+       1,
+       false,
+       2,
+       "throughput",
+       "3 threads busy under latency exceed 2 host cores (1 resident kernel on CPU devices, 2 runtime threads for 2 "
+       "host stages)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    runtime_options o;
+    o.threads = 2;
+    o.host_cores = c.cores;
+    runtime rt(describe(c.devices), o);
+    pipeline p(rt, opts("auto", false));
+    std::size_t last = 0;
+    if (c.host_ends)
+      last = p.add_source<sample>("src", no_messages()).id;
+    else
+      last = p.add_inlet<sample>("in").id;
+    for (std::uint32_t k = 0; k < c.kernels; ++k) {
+      kernel_options ko;
+      if (k == 0 && c.first_batched) ko.mode = kernel_mode::batched;
+      const auto stage = p.add_kernel<sample, sample>("k" + std::to_string(k), map_kernel("twice"),
+                                                      on_device(k % c.devices.size()), ko);
+      p.connect(output_port<sample>{last}, stage.in());
+      last = stage.id;
+    }
+    if (c.host_ends)
+      p.connect(output_port<sample>{last}, p.add_sink<sample>("sink", [](const sample&) {}).in());
+    else
+      p.connect(output_port<sample>{last}, p.add_outlet<sample>("out").in());
+    const auto plan = p.dry_run();
+    EXPECT_EQ(plan.objective, c.objective) << plan.text();
+    EXPECT_NE(plan.objective_reason.find(c.reason), std::string::npos) << plan.objective_reason;
+    EXPECT_NE(plan.text().find("objective: " + plan.objective + " (chosen: "), std::string::npos) << plan.text();
+    const bool throughput = plan.objective == "throughput";
+    EXPECT_EQ(plan.find_stage("k0")->mode_from_objective, throughput && !c.first_batched);
+    // Automatic widens rings under either choice: resident kernels hand a backlog to spans.
+    EXPECT_EQ(plan.links.front().capacity, 65536u) << "8-byte messages";
+  }
+}
+
+// A capacity the user fixed keeps latency: batched launches pay off only over wide rings.
+TEST_F(PlannerTest, AutomaticKeepsLatencyWhenTheUserFixedTheRingCapacity) {
+  for (const std::uint32_t capacity : {0u, 16u, 1024u}) {
+    auto o = opts("small-rings", false);
+    o.capacity = capacity;
+    pipeline p(rt, o);
+    auto in = p.add_inlet<sample>("in");
+    auto a = p.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(0));
+    auto b = p.add_kernel<sample, sample>("b", map_kernel("twice"), on_device(1));
+    auto out = p.add_outlet<sample>("out");
+    p.connect(in.out(), a.in());
+    p.connect(a.out(), b.in());
+    p.connect(b.out(), out.in());
+    const auto plan = p.dry_run();
+    EXPECT_EQ(plan.objective, capacity == 0 ? "throughput" : "latency") << plan.text();
+    if (capacity != 0) {
+      EXPECT_EQ(plan.objective_reason, "chosen: pipeline_options::capacity is set to " + std::to_string(capacity) +
+                                           " slots; batched launches need the throughput objective's wide rings");
+    }
+  }
+}
+
+// A capacity given for the whole pipeline is kept under either objective.
+TEST_F(PlannerTest, APipelineCapacityOverridesTheObjectives) {
+  auto o = opts("fixed", false);
+  o.objective = pipeline_objective::throughput;
+  o.capacity = 32;
+  pipeline p(rt, o);
+  auto src = p.add_source<sample>("src", no_messages());
+  auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+  p.connect(src.out(), sink.in());
+  EXPECT_EQ(p.dry_run().find_link("src.out", "sink.in")->capacity, 32u);
+}
+
+} // namespace
