@@ -19,8 +19,8 @@ using ringpipe::testing::expect_error;
 
 namespace {
 
-std::vector<std::string> names(std::size_t n) {
-  std::vector<std::string> out;
+std::vector<barrier_participant> names(std::size_t n) {
+  std::vector<barrier_participant> out;
   for (std::size_t i = 0; i < n; ++i)
     out.push_back("p" + std::to_string(i));
   return out;
@@ -108,7 +108,7 @@ TEST(Barrier, SplitPhaseArrivalLetsAParticipantWorkBeforeItWaits) {
 }
 
 TEST(Barrier, ABadParticipantIsRefusedNamingTheParticipants) {
-  expect_error([] { barrier b(std::vector<std::string>{}); }, make_error_code(errc::invalid_argument),
+  expect_error([] { barrier b(std::vector<barrier_participant>{}); }, make_error_code(errc::invalid_argument),
                {"at least one participant"}, "a barrier without participants");
   expect_error(
       [] {

@@ -9,9 +9,11 @@
 // did; fail() (a participant that stopped or failed) releases every waiter with its reason. Both
 // reach every waiter at once, and every later call.
 //
+// Participants are host threads (by name) and ring kernels, which arrive from their device code
+// (cl/ringpipe/barrier.clh) by writing words in fine-grained SVM: no host round trip, and the last
+// to arrive releases the phase, unless a completion function must run on the host first.
 // Phases are numbered by a 32-bit counter that only grows and wraps (never reset); each
-// participant's arrival and the phase in progress are words on their own 64-byte lines: the
-// layout device participants will share (src/coord/barrier.cpp).
+// participant's arrival and the phase in progress are words on their own 64-byte lines.
 
 #include <chrono>
 #include <cstddef>
@@ -23,6 +25,28 @@
 #include <vector>
 
 namespace ringpipe {
+
+class ring_kernel_base;
+
+/// One participant: a host participant by name, or a ring kernel that arrives from its device
+/// code. The barrier binds the kernel's seat (`__global rp_barrier_seat*`) to its own argument
+/// `seat_arg` and keeps it resident (persistent) so that it can wait on the device. A kernel is
+/// named `name`, or by default "KERNEL@DEVICE" (its name and its device's index).
+class barrier_participant {
+public:
+  barrier_participant(const char* name) : name_(name) {}            // NOLINT(google-explicit-constructor)
+  barrier_participant(std::string name) : name_(std::move(name)) {} // NOLINT(google-explicit-constructor)
+  barrier_participant(ring_kernel_base& kernel, unsigned seat_arg, std::string name = {});
+
+  const std::string& name() const noexcept { return name_; }
+  ring_kernel_base* kernel() const noexcept { return kernel_; }
+  unsigned seat_arg() const noexcept { return seat_arg_; }
+
+private:
+  std::string name_;
+  ring_kernel_base* kernel_ = nullptr;
+  unsigned seat_arg_ = 0;
+};
 
 struct barrier_options {
   std::string name = "barrier";
@@ -43,16 +67,18 @@ struct barrier_token {
 
 struct barrier_participant_stats {
   std::string name;
-  std::uint64_t arrivals = 0;
+  bool on_device = false;           ///< a ring kernel: it counts its own arrivals and waits
+  std::uint64_t arrivals = 0;       ///< 32-bit counters for kernels
   std::uint64_t waits = 0;          ///< waits that were released (not failed)
   std::uint64_t last_to_arrive = 0; ///< phases in which the others waited for this one
-  double wait_p50_us = 0;           ///< over the last 4,096 waits
+  /// Host participants, over their last 4,096 waits (a kernel has no clock: not measured there).
+  double wait_p50_us = 0;
   double wait_p99_us = 0;
 };
 
 struct barrier_stats {
   std::string name;
-  std::uint64_t phases = 0; ///< phases completed
+  std::uint64_t phases = 0; ///< phases completed (modulo 2^32)
   std::vector<barrier_participant_stats> participants;
   /// One line per participant: arrivals, waits, wait p50/p99, phases it was last to arrive.
   std::string table() const;
@@ -60,8 +86,12 @@ struct barrier_stats {
 
 class barrier {
 public:
-  /// `participants`: distinct names, at least one.
-  explicit barrier(std::vector<std::string> participants, barrier_options options = {});
+  /// `participants`: at least one, with distinct names (a kernel's is its own). Ring kernels must
+  /// not be started yet, and run where the host and they share fine-grained SVM with atomics, in
+  /// one context; a barrier whose kernels could not all be resident at once (the device's
+  /// persistent budget) is refused, as is one whose kernel is forced into another mode, with the
+  /// reason. The barrier must outlive every wait on it; kernels keep its shared words themselves.
+  explicit barrier(std::vector<barrier_participant> participants, barrier_options options = {});
   ~barrier();
   barrier(const barrier&) = delete;
   barrier& operator=(const barrier&) = delete;
@@ -79,8 +109,8 @@ public:
   void wait(const barrier_token& token);
   void arrive_and_wait(std::size_t participant) { wait(arrive(participant)); }
 
-  /// Fails the barrier with `reason` (errc::cancelled): every waiter, now and later, gets it. The
-  /// first failure stays.
+  /// Fails the barrier with `reason` (errc::cancelled): every waiter, now and later, gets it (a
+  /// kernel's rp_barrier_wait returns RP_BARRIER_FAILED). The first failure stays.
   void fail(std::string_view reason) noexcept;
   bool failed() const noexcept;
   /// The phase in progress.
@@ -89,7 +119,7 @@ public:
 
 private:
   struct state;
-  std::unique_ptr<state> s_;
+  std::shared_ptr<state> s_; // shared with the kernels' exit handlers, which hold it weakly
 };
 
 } // namespace ringpipe

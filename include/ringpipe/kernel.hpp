@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -172,8 +173,11 @@ public:
   /// Wakes the proxy: new input is queued (saves a parked kernel the proxy's polling delay).
   void notify() noexcept;
   /// Before start(): `fn` runs on a runtime thread when the kernel finishes or fails, before
-  /// wait_exited() can return (a pipeline waits on its kernels this way, without polling).
+  /// wait_exited() can return (a pipeline waits on its kernels this way, without polling). Several
+  /// may be given; each runs in order, and again if a failed launch returns later.
   void on_exit(std::function<void()> fn);
+  /// The same, told how the kernel ended and its failure (null unless it failed).
+  void on_exit(std::function<void(kernel_state state, std::exception_ptr failure)> fn);
   /// Before start(): `fn` runs on a runtime thread each time the host publishes a launch's results
   /// and gives its input slots back (batched kernels; resident ones publish their own rounds and
   /// never call it). A pipeline wakes the stages on both sides of the kernel this way.
@@ -185,6 +189,15 @@ public:
     static_assert(std::is_trivially_copyable_v<T>);
     set_arg_bytes(index, &value, sizeof(T));
   }
+
+  /// Sets a raw kernel's own argument `index` to a pointer into fine-grained SVM of the kernel's
+  /// context (e.g. a barrier's seat, bound by ringpipe::barrier). Before start().
+  void set_arg_svm(unsigned index, void* pointer);
+  /// Before start(): the kernel must stay resident (a barrier participant waits on the device, so
+  /// it must never be parked or launched per batch). Forces persistent mode; refused, naming the
+  /// kernel, its device and `why`, where another mode is forced or the device cannot.
+  void require_resident(std::string_view why);
+  bool started() const noexcept;
 
   /// Throws errc::invalid_argument if any of the kernel's own arguments is not set (start() checks
   /// this too; a pipeline checks every kernel before it starts any).

@@ -226,6 +226,18 @@ void kernel_image::set_arg(unsigned index, const void* value, std::size_t size) 
   own_args_set_[index] = true;
 }
 
+void kernel_image::set_arg_svm(unsigned index, void* pointer) {
+  if (index >= own_args_set_.size())
+    throw error(errc::invalid_argument, describe_args() + ": there is no argument " + std::to_string(index));
+  const unsigned at = 3 + (has_state_ ? 1 : 0) + index;
+  for (const cl::Kernel* k : {&kernel_, &span_kernel_})
+    if ((*k)() != nullptr)
+      if (const cl_int s = clSetKernelArgSVMPointer((*k)(), at, pointer); s != CL_SUCCESS)
+        throw_opencl_error(
+            s, ("clSetKernelArgSVMPointer " + std::to_string(index) + " of kernel '" + name_ + "'").c_str());
+  own_args_set_[index] = true;
+}
+
 void kernel_image::release() noexcept {
   state_ = cl::Buffer();
   kernel_ = cl::Kernel();

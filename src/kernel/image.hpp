@@ -33,6 +33,7 @@ public:
   unsigned span_args_at() const noexcept { return 3 + static_cast<unsigned>(own_args_set_.size()); }
   /// Sets the kernel's own argument `index` (after RINGPIPE_KERNEL_PARAMS and the state).
   void set_arg(unsigned index, const void* value, std::size_t size);
+  void set_arg_svm(unsigned index, void* pointer);
   /// Throws errc::invalid_argument, naming them, if any of the kernel's own arguments is unset.
   void check_args_set() const;
   /// Drops every OpenCL object.

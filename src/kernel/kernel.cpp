@@ -61,6 +61,14 @@ void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::siz
   proxy_->set_arg(index, value, size);
 }
 
+void ring_kernel_base::set_arg_svm(unsigned index, void* pointer) {
+  if (proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "': set_arg_svm after start()");
+  proxy_->set_arg_svm(index, pointer);
+}
+
+void ring_kernel_base::require_resident(std::string_view why) { proxy_->require_resident(why); }
+bool ring_kernel_base::started() const noexcept { return proxy_->started(); }
+
 void ring_kernel_base::start_untyped(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {
   proxy_->start(std::move(in), std::move(out));
 }
@@ -74,6 +82,10 @@ std::exception_ptr ring_kernel_base::failure() const { return proxy_->failure();
 void ring_kernel_base::notify() noexcept { proxy_->wake(); }
 
 void ring_kernel_base::on_exit(std::function<void()> fn) {
+  on_exit([fn = std::move(fn)](kernel_state, const std::exception_ptr&) { fn(); });
+}
+
+void ring_kernel_base::on_exit(std::function<void(kernel_state, std::exception_ptr)> fn) {
   if (proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "': on_exit after start()");
   proxy_->on_exit(std::move(fn));
 }

@@ -95,6 +95,18 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   poller_->start(weak_from_this());
 }
 
+void kernel_proxy::require_resident(std::string_view why) {
+  const std::string who = "kernel '" + spec_.name + "' on device '" + dev_.name() + "'";
+  if (started_) throw error(errc::invalid_argument, who + " was started before " + std::string(why));
+  if (options_.mode && *options_.mode != kernel_mode::persistent) {
+    throw error(errc::unsupported_mode, who + " is forced to run " + std::string(to_string(*options_.mode)) + ", but " +
+                                            std::string(why) + " needs it persistent (resident while it waits)");
+  }
+  if (!dev_.info().supports(kernel_mode::persistent))
+    throw error(errc::unsupported_mode, who + " cannot run persistent, which " + std::string(why) + " needs");
+  options_.mode = kernel_mode::persistent;
+}
+
 poll_result kernel_proxy::step() {
   if (finished_.load(std::memory_order_acquire)) return poll_result::done;
   if (reaping_) {
@@ -126,6 +138,7 @@ constexpr std::string_view loop_limit_note = "Mesa's llvmpipe ends every loop of
                                              "have run in all";
 constexpr std::uint32_t error_reserved = 0xffff0000u;  // RP_ERROR_RESERVED in stage.clh
 constexpr std::uint32_t error_loops_cut = 0xffff0001u; // RP_ERROR_LOOPS_CUT_SHORT
+constexpr std::uint32_t error_barrier = 0xffff0002u;   // RP_ERROR_BARRIER_FAILED in barrier.clh
 
 std::string describe_kernel_error(std::uint32_t code) {
   if (code == error_loops_cut) {
@@ -133,6 +146,8 @@ std::string describe_kernel_error(std::uint32_t code) {
            "); its state may hold part of that round, so the round was not redone: give it smaller batches "
            "(kernel_options::batch_capacity) or shorter per-message loops";
   }
+  if (code == error_barrier)
+    return "left because a barrier it waited at failed (the barrier's error, from its wait or fail, says why)";
   if (code >= error_reserved)
     return "reported ringpipe error code " + std::to_string(code) + ", which this host does not know";
   return "reported error code " + std::to_string(code);
@@ -175,7 +190,7 @@ bool kernel_proxy::finish(kernel_state state) {
   slot_.release();
   first_slot_.release();
   counters_.state.store(state);
-  if (on_exit_) on_exit_();
+  exited();
   {
     std::lock_guard lock(mutex_);
     finished_.store(true, std::memory_order_release);
@@ -197,7 +212,7 @@ void kernel_proxy::fail(std::exception_ptr e) {
   // proxy, which the poller keeps while it waits (step() reaps it).
   reaping_ = true;
   counters_.state.store(kernel_state::faulted);
-  if (on_exit_) on_exit_();
+  exited();
   std::lock_guard lock(mutex_);
   done_.notify_all();
 }

@@ -15,6 +15,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 namespace ringpipe::detail {
 
@@ -27,7 +29,10 @@ public:
   // ---- caller's thread ----
   void set_arg(unsigned index, const void* value, std::size_t size) { image_->set_arg(index, value, size); }
   void check_args_set() const { image_->check_args_set(); }
-  void on_exit(std::function<void()> fn) { on_exit_ = std::move(fn); }
+  void set_arg_svm(unsigned index, void* pointer) { image_->set_arg_svm(index, pointer); }
+  void on_exit(std::function<void(kernel_state, std::exception_ptr)> fn) { on_exit_.push_back(std::move(fn)); }
+  /// Forces persistent mode for `why`; refused where the device cannot or another mode is forced.
+  void require_resident(std::string_view why);
   void on_publish(std::function<void()> fn) { on_publish_ = std::move(fn); }
   /// Given up on (see ring_kernel_base::detach): its objects are leaked if the launch never returns.
   void detach() noexcept { detached_.store(true, std::memory_order_release); }
@@ -103,7 +108,12 @@ private:
   mutable std::mutex mutex_;
   std::condition_variable done_;
   std::exception_ptr failure_;
-  std::function<void()> on_exit_;
+  // May run twice for a failed launch (see fail()); never under mutex_.
+  std::vector<std::function<void(kernel_state, std::exception_ptr)>> on_exit_;
+  void exited() {
+    for (auto& fn : on_exit_)
+      fn(counters_.state.load(), failure());
+  }
   std::function<void()> on_publish_;
 };
 

@@ -29,4 +29,8 @@ std::string relaunch_baseline_source(std::size_t n) {
          test_kernel_file("relaunch_baseline.cl");
 }
 
+std::string test_phases_source() {
+  return "#line 1 \"tests/cl/test_phases.cl\"\n" + test_kernel_file("test_phases.cl");
+}
+
 } // namespace ringpipe

@@ -70,5 +70,7 @@ inline std::uint64_t test_checksum(std::uint32_t count, int hops) {
 std::string test_stages_source(std::size_t n);
 /// test_map.cl plus tests/cl/relaunch_baseline.cl: one launch per message, for ringpipe-bench.
 std::string relaunch_baseline_source(std::size_t n);
+/// tests/cl/test_phases.cl: a raw kernel that runs phases at a ringpipe::barrier.
+std::string test_phases_source();
 
 } // namespace ringpipe

@@ -1,8 +1,13 @@
 // Barrier phases between host threads: ringpipe::barrier (split-phase, completion, timeouts,
 // metrics) against std::barrier, the standard library's, in the same run. Time per phase, p50 and
-// p99, from one participant's arrive_and_wait to its release.
+// p99, from one participant's arrive_and_wait to its release. Where two PoCL devices share SVM,
+// ring kernels on both as participants too: alone (they release each other on the device), with
+// a completion function (the host completes each phase), and with a host thread; a kernel has
+// no clock, so those report the mean phase time over the whole run.
 
 #include "bench.hpp"
+
+#include <phased_kernel.hpp>
 
 #include <barrier>
 #include <thread>
@@ -30,13 +35,69 @@ template <class Sync> std::vector<double> phase_times(std::size_t threads, std::
   return us;
 }
 
+// Two test_phases kernels on devices a and b (plus a host participant if `with_host`) run
+// `phases` phases; the mean time per phase, from their start to their end, in microseconds.
+double kernel_phase_us(runtime& rt, const device& a, const device& b, std::uint32_t phases, bool with_host,
+                       bool with_completion) {
+  using namespace ringpipe::testing;
+  const std::uint32_t n = with_host ? 3 : 2;
+  shared_counters done(a, n);
+  auto k0 = make_phased_kernel(rt, a, done, 0, n, phases);
+  auto k1 = make_phased_kernel(rt, b, done, 1, n, phases);
+  barrier_options options;
+  options.name = "bench";
+  if (with_completion) options.on_phase = [](std::uint32_t) {};
+  std::vector<barrier_participant> members{{*k0, 0}, {*k1, 0}};
+  if (with_host) members.emplace_back("host");
+  barrier bar(members, options);
+  const auto t0 = clock_type::now();
+  k0->start_buffers(nullptr, nullptr);
+  k1->start_buffers(nullptr, nullptr);
+  if (with_host) host_phases(bar, 2, done, n, phases);
+  k0->wait(120s);
+  k1->wait(120s);
+  const double us = seconds_since(t0) * 1e6 / phases;
+  if (done.errors() != 0) throw std::runtime_error("barrier bench: a participant ran ahead of the barrier");
+  return us;
+}
+
+void kernel_rows(bench_context& c, double std_p50_us) {
+  std::vector<const device*> pocl;
+  for (const auto& d : c.rt.devices().devices())
+    if (d.info().svm.fine_buffer && d.info().svm.atomics && d.info().c11_atomics && d.info().persistent_budget >= 2)
+      pocl.push_back(&d);
+  if (pocl.size() < 2 || !pocl[0]->shares_context_with(*pocl[1])) {
+    std::cerr
+        << "  barrier kernels: skipped, no two devices sharing fine-grained SVM (POCL_DEVICES=\"pthread pthread\")\n";
+    return;
+  }
+  struct row {
+    const char* kind;
+    bool host, completion;
+    std::uint32_t phases;
+  };
+  const std::uint32_t many = c.s.quick ? 20'000 : 200'000;
+  const std::uint32_t few = c.s.quick ? 100 : 500; // a host thread beside two spinning kernels on 2 cores
+  for (const row r : {row{"kernels", false, false, many}, row{"kernels+completion", false, true, many},
+                      row{"kernels+host", true, false, few}}) {
+    const double us = kernel_phase_us(c.rt, *pocl[0], *pocl[1], r.phases, r.host, r.completion);
+    result out{"barrier",
+               {{"participants", r.host ? "3" : "2"}, {"kind", r.kind}},
+               {{"mean_us", us}, {"std_barrier_p50_us", std_p50_us}, {"phases", r.phases}}};
+    std::cerr << "  barrier " << r.kind << " (two PoCL devices): " << us << " us per phase (std::barrier p50 "
+              << std_p50_us << " us, 2 host threads)\n";
+    c.results.push_back(std::move(out));
+  }
+}
+
 } // namespace
 
 void barrier_topic(bench_context& c) {
   if (!c.selected("barrier")) return;
   const std::uint32_t phases = c.s.quick ? 2'000 : 20'000;
+  double std_two = 0;
   for (const std::size_t threads : {2u, 3u}) {
-    std::vector<std::string> names;
+    std::vector<barrier_participant> names;
     for (std::size_t t = 0; t < threads; ++t)
       names.push_back("host" + std::to_string(t));
     barrier ours(names, {});
@@ -52,8 +113,10 @@ void barrier_topic(bench_context& c) {
     std::cerr << "  barrier " << threads << " host threads: p50 " << r.metrics["p50_us"] << " us, p99 "
               << r.metrics["p99_us"] << " us (std::barrier p50 " << r.metrics["std_barrier_p50_us"] << " us, p99 "
               << r.metrics["std_barrier_p99_us"] << " us)\n";
+    if (threads == 2) std_two = r.metrics["std_barrier_p50_us"];
     c.results.push_back(std::move(r));
   }
+  kernel_rows(c, std_two);
 }
 
 } // namespace ringpipe::bench

@@ -1,0 +1,92 @@
+#pragma once
+// The host side of one barrier (include/ringpipe/barrier.hpp): its words, its participants, what
+// the host alone knows (the failure's text, when the phase began, wait times of host
+// participants), and the watcher that keeps a barrier with ring kernels from hanging.
+
+#include "barrier_words.hpp"
+
+#include <ringpipe/barrier.hpp>
+#include <ringpipe/error.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace ringpipe {
+
+namespace detail {
+
+using barrier_clock = std::chrono::steady_clock;
+
+/// Phase `a` comes before phase `b`, across the 32-bit wrap.
+inline bool before(std::uint32_t a, std::uint32_t b) noexcept { return static_cast<std::int32_t>(a - b) < 0; }
+
+// The last `capacity` wait times of one host participant, for percentiles.
+class wait_samples {
+public:
+  void add(double us);
+  double percentile(double p) const;
+
+private:
+  static constexpr std::size_t capacity = 4096;
+  std::vector<double> samples_;
+  std::size_t next_ = 0;
+};
+
+struct barrier_member {
+  std::string name;
+  ring_kernel_base* kernel = nullptr; // a ring kernel: it arrives from its device code
+  std::string device;                 // the kernel's device, for messages
+  bool departed = false;              // the kernel has exited (under the mutex)
+  wait_samples waited;                // host participants only
+};
+
+} // namespace detail
+
+struct barrier::state {
+  barrier_options options;
+  std::shared_ptr<detail::barrier_words> words; // kept alive by the kernels too, while they run
+  std::vector<detail::barrier_member> members;
+  bool has_kernels = false;
+
+  mutable std::mutex mutex;
+  std::condition_variable released;
+  std::optional<std::pair<std::uint32_t, detail::barrier_clock::time_point>> phase_began; // first arrival seen
+  std::optional<detail::barrier_clock::time_point> completing_since;
+  std::optional<error> failure;
+  std::mutex completing; // one host completes a phase at a time
+
+  std::thread watcher; // barriers with ring kernels: timeouts, departures, completions they ask for
+  bool stopping = false;
+  std::condition_variable wake_watcher;
+
+  detail::barrier_header& header() const noexcept { return words->header(); }
+  detail::barrier_seat& seat(std::size_t i) const noexcept { return words->seat(i); }
+  std::string label() const { return "barrier '" + options.name + "'"; }
+  std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(members.size()); }
+  bool released_phase(std::uint32_t p) const noexcept {
+    return detail::before(p, header().phase.load(std::memory_order_acquire));
+  }
+  bool failed() const noexcept { return header().failed.load(std::memory_order_acquire) != 0; }
+
+  void fail(error e);
+  void fail_locked(error e);
+  /// The error every waiter gets once failed.
+  error failure_error() const;
+  /// Completes phase `p` if every participant arrived and nobody completed it yet: runs the
+  /// completion function, then releases. Returns the completion's error if it threw.
+  std::optional<error> complete(std::uint32_t p);
+  /// What anyone waiting on phase `p` checks: the phase's start, a completion a kernel asked
+  /// for, departed kernels, the timeout. Returns the deadline of phase `p`, if it has begun.
+  std::optional<detail::barrier_clock::time_point> look_after(std::uint32_t p);
+  error timeout_error(std::uint32_t p, detail::barrier_clock::time_point now) const;
+  /// A participant kernel exited (its on_exit).
+  void departed(std::size_t who, const std::exception_ptr& failure);
+  void watch();
+};
+
+} // namespace ringpipe

@@ -1,0 +1,25 @@
+// A phased raw kernel for barrier tests and ringpipe-bench: one work-item runs `phases` phases.
+// In phase k it records k + 1 in done[me] and checks that no participant has finished fewer than
+// k phases or started more than k + 1; once released, that every one finished phase k. Errors
+// are counted in done[participants]; phase fail_at fails the kernel with error code 7.
+#include <ringpipe/barrier.clh>
+RINGPIPE_DECLARE_SIZES(test_phases, 0, 0)
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void test_phases(RINGPIPE_KERNEL_PARAMS, __global rp_barrier_seat* seat, __global uint* done, uint me,
+                 uint participants, uint phases, uint fail_at) {
+  rp_begin(ctl);
+  for (uint k = 0; k < phases; ++k) {
+    if (k == fail_at) { rp_end(ctl, rp_fail(ctl, 7u)); return; }
+    rp_store_release(&done[me], k + 1);
+    for (uint o = 0; o < participants; ++o) {
+      const uint d = rp_load_acquire(&done[o]);
+      if (d < k || d > k + 1) RP_ATOMIC_ADD(&done[participants], 1u);
+    }
+    const uint phase = rp_barrier_arrive(seat);
+    const uint why = rp_barrier_wait(seat, ctl, phase);
+    if (why != RP_BARRIER_RELEASED) { rp_end(ctl, rp_barrier_leave(ctl, why)); return; }
+    for (uint o = 0; o < participants; ++o)
+      if (rp_load_acquire(&done[o]) < k + 1) RP_ATOMIC_ADD(&done[participants], 1u);
+  }
+  rp_end(ctl, RP_STATE_STOPPED);
+}

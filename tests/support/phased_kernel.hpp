@@ -1,0 +1,70 @@
+#pragma once
+// The phased kernel of tests/cl/test_phases.cl as barrier tests and ringpipe-bench use it: its
+// shared counters in fine-grained SVM, a kernel with its arguments set (the barrier binds
+// argument 0, its seat), and a host participant that does what the kernel does.
+
+#include <ringpipe/barrier.hpp>
+#include <ringpipe/kernel.hpp>
+
+#include "test_message.hpp"
+
+#include <atomic>
+#include <memory>
+#include <stdexcept>
+
+namespace ringpipe::testing {
+
+inline constexpr std::uint32_t never_fail = 0xffffffffu;
+
+// done[] of test_phases, plus its error count, in fine-grained SVM with atomics.
+class shared_counters {
+public:
+  shared_counters(const device& dev, std::size_t n) : context_(dev.context()()), n_(n) {
+    words_ = static_cast<std::uint32_t*>(
+        clSVMAlloc(context_, CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS, (n + 1) * 4, 64));
+    if (words_ == nullptr) throw std::runtime_error("clSVMAlloc of the phase counters failed");
+    for (std::size_t i = 0; i <= n; ++i)
+      words_[i] = 0;
+  }
+  ~shared_counters() { clSVMFree(context_, words_); }
+  shared_counters(const shared_counters&) = delete;
+  shared_counters& operator=(const shared_counters&) = delete;
+  std::atomic_ref<std::uint32_t> operator[](std::size_t i) { return std::atomic_ref<std::uint32_t>(words_[i]); }
+  std::uint32_t errors() { return (*this)[n_].load(); }
+  std::uint32_t* data() { return words_; }
+
+private:
+  cl_context context_;
+  std::size_t n_;
+  std::uint32_t* words_;
+};
+
+using phased_kernel = ring_kernel<no_message, no_message>;
+
+inline std::unique_ptr<phased_kernel> make_phased_kernel(runtime& rt, const device& dev, shared_counters& done,
+                                                         std::uint32_t me, std::uint32_t participants,
+                                                         std::uint32_t phases, std::uint32_t fail_at = never_fail,
+                                                         kernel_options options = {}) {
+  auto k = std::make_unique<phased_kernel>(rt, dev, kernel_spec(test_phases_source(), "test_phases"), options);
+  k->set_arg_svm(1, done.data());
+  k->set_arg(2, me);
+  k->set_arg(3, participants);
+  k->set_arg(4, phases);
+  k->set_arg(5, fail_at);
+  return k;
+}
+
+// A host participant doing what test_phases does.
+inline void host_phases(barrier& b, std::size_t me, shared_counters& done, std::uint32_t participants,
+                        std::uint32_t phases) {
+  for (std::uint32_t k = 0; k < phases; ++k) {
+    done[me].store(k + 1);
+    for (std::uint32_t o = 0; o < participants; ++o)
+      if (const auto d = done[o].load(); d < k || d > k + 1) done[participants].fetch_add(1);
+    b.arrive_and_wait(me);
+    for (std::uint32_t o = 0; o < participants; ++o)
+      if (done[o].load() < k + 1) done[participants].fetch_add(1);
+  }
+}
+
+} // namespace ringpipe::testing
