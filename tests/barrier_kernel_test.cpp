@@ -46,28 +46,31 @@ protected:
   // test_phases as participants 0 and 1 of `n`, on devices a and b; the first fails at `fail_at`.
   static std::pair<std::unique_ptr<phased_kernel>, std::unique_ptr<phased_kernel>>
   kernels_on(const device& a, const device& b, shared_counters& done, std::uint32_t n, std::uint32_t phases,
-             std::uint32_t fail_at = never) {
-    return {make_phased_kernel(rt(), a, done, 0, n, phases, fail_at), make_phased_kernel(rt(), b, done, 1, n, phases)};
+             std::uint32_t fail_at = never, bool completions = false) {
+    return {make_phased_kernel(rt(), a, done, 0, n, phases, fail_at, {}, completions),
+            make_phased_kernel(rt(), b, done, 1, n, phases, never, {}, completions)};
   }
 };
 
+// The completion function runs once per phase, before any participant is released: it counts
+// phases where every participant reads them once released.
 TEST_F(BarrierKernels, KernelsOnTwoDevicesAndAHostThreadMoveInLockStep) {
   const auto [d0, d1] = two_pocl();
   RINGPIPE_REQUIRE_DEVICE(d1, "second PoCL device with fine-grained SVM (POCL_DEVICES=\"pthread pthread\")");
   constexpr std::uint32_t phases = 200, n = 3;
   shared_counters done(*d0, n);
-  auto [k0, k1] = kernels_on(*d0, *d1, done, n, phases);
+  auto [k0, k1] = kernels_on(*d0, *d1, done, n, phases, never, /*completions=*/true);
   std::uint32_t completions = 0, completion_errors = 0;
   barrier_options options;
   options.name = "mixed";
   options.on_phase = [&](std::uint32_t p) {
-    ++completions;
     for (std::uint32_t o = 0; o < n; ++o)
       if (done[o].load() != p + 1) ++completion_errors; // all finished phase p, none started p + 1
+    done.completed().store(++completions);
   };
   barrier b({{*k0, 0}, {*k1, 0}, "host"}, options);
   start(*k0, *k1);
-  host_phases(b, 2, done, n, phases);
+  host_phases(b, 2, done, n, phases, /*completions=*/true);
   k0->wait(30s);
   k1->wait(30s);
   EXPECT_EQ(done.errors(), 0u) << "a participant ran ahead of the barrier";
@@ -91,7 +94,7 @@ TEST_F(BarrierKernels, KernelsOnTwoDevicesAndAHostThreadMoveInLockStep) {
 TEST_F(BarrierKernels, KernelsReleaseEachOtherOnTheDeviceAcrossTheWrap) {
   const auto [d0, d1] = two_pocl();
   RINGPIPE_REQUIRE_DEVICE(d1, "second PoCL device with fine-grained SVM (POCL_DEVICES=\"pthread pthread\")");
-  constexpr std::uint32_t phases = 3000, n = 2;
+  constexpr std::uint32_t phases = 1'000'000, n = 2;
   shared_counters done(*d0, n);
   auto [k0, k1] = kernels_on(*d0, *d1, done, n, phases);
   barrier_options options;
@@ -116,12 +119,14 @@ TEST_F(BarrierKernels, AMissingHostParticipantTimesOutTheKernelsNamingIt) {
   options.name = "late";
   options.timeout = 300ms;
   barrier b({{*k0, 0}, {*k1, 0}, "sleeper"}, options);
+  const auto t0 = std::chrono::steady_clock::now();
   start(*k0, *k1);
   // Nobody on the host arrives: the watcher fails phase 0, and the kernels leave their waits.
   for (auto* k : {k0.get(), k1.get()})
     expect_error([&] { k->wait(20s); }, make_error_code(errc::kernel_fault), {"barrier it waited at failed"},
                  "a kernel waiting on a timed-out barrier finished");
   EXPECT_TRUE(b.failed());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, options.timeout + 1s) << "the timeout took too long to act";
   expect_error([&] { (void)b.arrive(2); }, make_error_code(errc::timeout),
                {"barrier 'late' phase 0 timed out", "'sleeper' did not arrive", "'test_phases@"},
                "arriving at a failed barrier succeeded");
@@ -164,6 +169,38 @@ TEST_F(BarrierKernels, StopNowReleasesAWaitingKernelAndItsDepartureFailsTheNextP
   b.arrive_and_wait(1); // phase 0: the kernel had arrived
   expect_error([&] { (void)b.arrive(1); }, make_error_code(errc::stage_failed),
                {"phase 1", "'test_phases@", "stopped before it arrived"}, "a phase without its kernel completed");
+}
+
+TEST_F(BarrierKernels, DestroyingABarrierReleasesKernelsAndThreadsThatWaitOnIt) {
+  const auto [d0, d1] = two_pocl();
+  RINGPIPE_REQUIRE_DEVICE(d1, "second PoCL device with fine-grained SVM (POCL_DEVICES=\"pthread pthread\")");
+  shared_counters done(*d0, 4);
+  auto [k0, k1] = kernels_on(*d0, *d1, done, 4, 10);
+  barrier_options options;
+  options.name = "short-lived";
+  options.timeout = 60s;
+  auto b = std::make_unique<barrier>(std::vector<barrier_participant>{{*k0, 0}, {*k1, 0}, "waiter", "absent"}, options);
+  start(*k0, *k1);
+  std::atomic<bool> released{false};
+  std::string waiter_error;
+  std::thread waiter([&] {
+    try {
+      b->arrive_and_wait(2);
+    } catch (const std::exception& e) {
+      waiter_error = e.what();
+    }
+    released = true;
+  });
+  while (b->stats().participants[0].arrivals == 0 || b->stats().participants[1].arrivals == 0 ||
+         b->stats().participants[2].arrivals == 0)
+    std::this_thread::sleep_for(1ms);
+  b.reset(); // 'absent' never came; everyone else waits in phase 0
+  waiter.join();
+  EXPECT_TRUE(released);
+  EXPECT_NE(waiter_error.find("barrier 'short-lived' was destroyed"), std::string::npos) << waiter_error;
+  for (auto* k : {k0.get(), k1.get()})
+    expect_error([&] { k->wait(20s); }, make_error_code(errc::kernel_fault), {"barrier it waited at failed"},
+                 "a kernel waiting on a destroyed barrier finished");
 }
 
 TEST_F(BarrierKernels, BarriersThatCouldNeverCompleteAreRefusedBeforeAnythingRuns) {

@@ -90,7 +90,8 @@ public:
   /// not be started yet, and run where the host and they share fine-grained SVM with atomics, in
   /// one context; a barrier whose kernels could not all be resident at once (the device's
   /// persistent budget) is refused, as is one whose kernel is forced into another mode, with the
-  /// reason. The barrier must outlive every wait on it; kernels keep its shared words themselves.
+  /// reason. Destroying a barrier fails it: kernels and threads still waiting on it are released
+  /// with that error (a call must not begin on a destroyed barrier).
   explicit barrier(std::vector<barrier_participant> participants, barrier_options options = {});
   ~barrier();
   barrier(const barrier&) = delete;
@@ -107,7 +108,7 @@ public:
   /// Returns once the token's phase is released; throws errc::timeout (naming who did not
   /// arrive) or the failure's error.
   void wait(const barrier_token& token);
-  void arrive_and_wait(std::size_t participant) { wait(arrive(participant)); }
+  void arrive_and_wait(std::size_t participant);
 
   /// Fails the barrier with `reason` (errc::cancelled): every waiter, now and later, gets it (a
   /// kernel's rp_barrier_wait returns RP_BARRIER_FAILED). The first failure stays.
@@ -119,6 +120,8 @@ public:
 
 private:
   struct state;
+  static void wait_on(state& s, const barrier_token& token);
+  void fail_as(std::string_view what, std::string_view reason) noexcept;
   std::shared_ptr<state> s_; // shared with the kernels' exit handlers, which hold it weakly
 };
 

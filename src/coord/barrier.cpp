@@ -189,8 +189,18 @@ barrier_token barrier::arrive(std::size_t who) {
   return {who, p};
 }
 
+void barrier::arrive_and_wait(std::size_t participant) {
+  const auto keep = s_; // a barrier destroyed meanwhile releases this wait with its error
+  const auto token = arrive(participant);
+  wait_on(*keep, token);
+}
+
 void barrier::wait(const barrier_token& token) {
-  auto& s = *s_;
+  const auto keep = s_;
+  wait_on(*keep, token);
+}
+
+void barrier::wait_on(state& s, const barrier_token& token) {
   const auto t0 = barrier_clock::now();
   const auto done = [&] {
     const double us = std::chrono::duration<double, std::micro>(barrier_clock::now() - t0).count();
@@ -222,11 +232,14 @@ void barrier::wait(const barrier_token& token) {
   }
 }
 
-void barrier::fail(std::string_view reason) noexcept {
+void barrier::fail(std::string_view reason) noexcept { fail_as("failed", reason); }
+
+void barrier::fail_as(std::string_view what, std::string_view reason) noexcept {
   auto& s = *s_;
   try {
-    s.fail(
-        error(errc::cancelled, s.label() + " failed in phase " + std::to_string(phase()) + ": " + std::string(reason)));
+    std::string text = s.label() + " " + std::string(what) + " in phase " + std::to_string(phase());
+    if (!reason.empty()) text.append(": ").append(reason);
+    s.fail(error(errc::cancelled, text));
   } catch (...) {
     // Out of memory composing the message: the waiters still learn of it.
     s.header().failed.store(1, std::memory_order_release);

@@ -144,6 +144,8 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
 }
 
 barrier::~barrier() {
+  // Whoever still waits (a kernel, a thread in wait()) is released with this error.
+  fail_as("was destroyed", "participants still waiting are released");
   if (!s_->watcher.joinable()) return;
   {
     std::lock_guard lock(s_->mutex);

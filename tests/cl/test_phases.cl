@@ -1,12 +1,14 @@
 // A phased raw kernel for barrier tests and ringpipe-bench: one work-item runs `phases` phases.
 // In phase k it records k + 1 in done[me] and checks that no participant has finished fewer than
 // k phases or started more than k + 1; once released, that every one finished phase k. Errors
-// are counted in done[participants]; phase fail_at fails the kernel with error code 7.
+// are counted in done[participants]; phase fail_at fails the kernel with error code 7. With
+// `completions`, the barrier's completion function counts phases in done[participants + 1]: once
+// released from phase k, every participant must read k + 1 there.
 #include <ringpipe/barrier.clh>
 RINGPIPE_DECLARE_SIZES(test_phases, 0, 0)
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void test_phases(RINGPIPE_KERNEL_PARAMS, __global rp_barrier_seat* seat, __global uint* done, uint me,
-                 uint participants, uint phases, uint fail_at) {
+                 uint participants, uint phases, uint fail_at, uint completions) {
   rp_begin(ctl);
   for (uint k = 0; k < phases; ++k) {
     if (k == fail_at) { rp_end(ctl, rp_fail(ctl, 7u)); return; }
@@ -20,6 +22,7 @@ void test_phases(RINGPIPE_KERNEL_PARAMS, __global rp_barrier_seat* seat, __globa
     if (why != RP_BARRIER_RELEASED) { rp_end(ctl, rp_barrier_leave(ctl, why)); return; }
     for (uint o = 0; o < participants; ++o)
       if (rp_load_acquire(&done[o]) < k + 1) RP_ATOMIC_ADD(&done[participants], 1u);
+    if (completions && rp_load_acquire(&done[participants + 1]) != k + 1) RP_ATOMIC_ADD(&done[participants], 1u);
   }
   rp_end(ctl, RP_STATE_STOPPED);
 }

@@ -16,14 +16,15 @@ namespace ringpipe::testing {
 
 inline constexpr std::uint32_t never_fail = 0xffffffffu;
 
-// done[] of test_phases, plus its error count, in fine-grained SVM with atomics.
+// done[] of test_phases, its error count and the completions' count, in fine-grained SVM with
+// atomics.
 class shared_counters {
 public:
   shared_counters(const device& dev, std::size_t n) : context_(dev.context()()), n_(n) {
     words_ = static_cast<std::uint32_t*>(
-        clSVMAlloc(context_, CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS, (n + 1) * 4, 64));
+        clSVMAlloc(context_, CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS, (n + 2) * 4, 64));
     if (words_ == nullptr) throw std::runtime_error("clSVMAlloc of the phase counters failed");
-    for (std::size_t i = 0; i <= n; ++i)
+    for (std::size_t i = 0; i < n + 2; ++i)
       words_[i] = 0;
   }
   ~shared_counters() { clSVMFree(context_, words_); }
@@ -31,6 +32,8 @@ public:
   shared_counters& operator=(const shared_counters&) = delete;
   std::atomic_ref<std::uint32_t> operator[](std::size_t i) { return std::atomic_ref<std::uint32_t>(words_[i]); }
   std::uint32_t errors() { return (*this)[n_].load(); }
+  /// What a completion function counts phases in (test_phases reads it with `completions`).
+  std::atomic_ref<std::uint32_t> completed() { return (*this)[n_ + 1]; }
   std::uint32_t* data() { return words_; }
 
 private:
@@ -44,19 +47,20 @@ using phased_kernel = ring_kernel<no_message, no_message>;
 inline std::unique_ptr<phased_kernel> make_phased_kernel(runtime& rt, const device& dev, shared_counters& done,
                                                          std::uint32_t me, std::uint32_t participants,
                                                          std::uint32_t phases, std::uint32_t fail_at = never_fail,
-                                                         kernel_options options = {}) {
+                                                         kernel_options options = {}, bool completions = false) {
   auto k = std::make_unique<phased_kernel>(rt, dev, kernel_spec(test_phases_source(), "test_phases"), options);
   k->set_arg_svm(1, done.data());
   k->set_arg(2, me);
   k->set_arg(3, participants);
   k->set_arg(4, phases);
   k->set_arg(5, fail_at);
+  k->set_arg(6, static_cast<std::uint32_t>(completions ? 1 : 0));
   return k;
 }
 
 // A host participant doing what test_phases does.
 inline void host_phases(barrier& b, std::size_t me, shared_counters& done, std::uint32_t participants,
-                        std::uint32_t phases) {
+                        std::uint32_t phases, bool completions = false) {
   for (std::uint32_t k = 0; k < phases; ++k) {
     done[me].store(k + 1);
     for (std::uint32_t o = 0; o < participants; ++o)
@@ -64,6 +68,7 @@ inline void host_phases(barrier& b, std::size_t me, shared_counters& done, std::
     b.arrive_and_wait(me);
     for (std::uint32_t o = 0; o < participants; ++o)
       if (done[o].load() < k + 1) done[participants].fetch_add(1);
+    if (completions && done.completed().load() != k + 1) done[participants].fetch_add(1);
   }
 }
 
