@@ -24,6 +24,11 @@ using ringpipe::testing::phased_kernel;
 using ringpipe::testing::shared_counters;
 constexpr auto never = ringpipe::testing::never_fail;
 
+// What test_phases_relayed emits each phase (rp_phase_msg).
+struct phase_message {
+  std::uint32_t phase, pad[3];
+};
+
 namespace {
 
 class BarrierKernels : public ringpipe::testing::device_test {
@@ -255,17 +260,74 @@ TEST_F(BarrierKernels, BarriersThatCouldNeverCompleteAreRefusedBeforeAnythingRun
       "arriving as a participant that does not exist succeeded");
 }
 
-TEST_F(BarrierKernels, AKernelWithoutSharedMemoryIsRefusedSayingWhy) {
+// PoCL kernels waiting on their devices, a batched kernel on rusticl arriving through the host
+// (one phase per launch) and a host thread, in lock step.
+TEST_F(BarrierKernels, MixedWithABatchedKernelOnRusticlArrivingThroughTheHost) {
   const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
   RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (RUSTICL_ENABLE=llvmpipe)");
-  const device& dev = topo()[*rusticl];
-  phased_kernel k(rt(), dev, kernel_spec(test_phases_source(), "test_phases"));
-  expect_error(
-      [&] {
-        barrier b({{k, 0}, "host"});
-      },
-      make_error_code(errc::unsupported_mode), {"kernel 'test_phases'", "no fine-grained buffer SVM", "not built yet"},
-      "a barrier took a kernel on a device without shared memory");
+  const auto [d0, d1] = two_pocl();
+  RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
+  std::vector<const device*> pocl{d0};
+  if (d1 != nullptr) pocl.push_back(d1);
+  constexpr std::uint32_t phases = 1000;
+  const auto relayed = static_cast<std::uint32_t>(pocl.size()), host = relayed + 1, n = relayed + 2;
+  shared_counters done(*d0, n);
+  std::vector<std::unique_ptr<phased_kernel>> kernels;
+  std::vector<barrier_participant> members;
+  for (std::uint32_t i = 0; i < pocl.size(); ++i) {
+    kernels.push_back(make_phased_kernel(rt(), *pocl[i], done, i, n, phases, never, {}, true));
+    members.emplace_back(*kernels.back(), 0, "pocl" + std::to_string(i));
+  }
+  ring_kernel<no_message, phase_message> batched(rt(), topo()[*rusticl],
+                                                 kernel_spec(test_phases_source(), "test_phases_relayed"));
+  batched.set_arg(0, phases);
+  ring<phase_message> emitted(16);
+  members.emplace_back(batched, 0, "rusticl");
+  members.emplace_back("host");
+  std::uint32_t completions = 0, relay_errors = 0;
+  barrier_options options;
+  options.name = "mixed";
+  options.timeout = 60s; // llvmpipe compiles the kernel at its first launch
+  options.on_phase = [&](std::uint32_t p) {
+    phase_message got{};
+    if (!emitted.try_pop(got) || got.phase != p || emitted.try_pop(got)) ++relay_errors; // its phase p, once
+    done[relayed].store(p + 1);
+    done.completed().store(++completions);
+  };
+  barrier b(members, options);
+  for (auto& k : kernels)
+    k->start_buffers(nullptr, nullptr);
+  batched.start(emitted);
+  host_phases(b, host, done, n, phases, /*completions=*/true);
+  batched.wait(60s);
+  for (auto& k : kernels)
+    k->wait(60s);
+  EXPECT_EQ(done.errors(), 0u) << "a participant ran ahead of the barrier";
+  EXPECT_EQ(relay_errors, 0u) << "the batched kernel ran a phase early, or not at all";
+  EXPECT_EQ(completions, phases);
+  const auto stats = b.stats();
+  EXPECT_EQ(stats.participants[relayed].arrivals, phases);
+  EXPECT_EQ(stats.participants[relayed].waits, phases);
+  EXPECT_EQ(batched.stats().launches, phases + 1) << "one launch per phase, and one to end";
+}
+
+// A kernel held between launches learns of a timeout at once, naming the one that did not come.
+TEST_F(BarrierKernels, ABatchedKernelOnRusticlLeavesWhenItsBarrierTimesOut) {
+  const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
+  RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (RUSTICL_ENABLE=llvmpipe)");
+  ring_kernel<no_message, phase_message> batched(rt(), topo()[*rusticl],
+                                                 kernel_spec(test_phases_source(), "test_phases_relayed"));
+  batched.set_arg(0, 100u);
+  ring<phase_message> emitted(256);
+  barrier_options options;
+  options.name = "held";
+  options.timeout = 2s;
+  barrier b({{batched, 0, "rusticl"}, "absent"}, options);
+  batched.start(emitted);
+  expect_error([&] { batched.wait(60s); }, make_error_code(errc::kernel_fault),
+               {"barrier it waited at failed", "barrier 'held' phase 0 timed out", "'absent' did not arrive"},
+               "a kernel held at a timed-out barrier finished");
+  EXPECT_EQ(batched.stats().launches, 1u) << "the kernel was launched past its barrier";
 }
 
 } // namespace

@@ -34,6 +34,7 @@ struct control_block {
   std::uint32_t error;                 ///< device side: the kernel's error code
   std::uint32_t msgs_in;               ///< device side, wraps
   std::uint32_t msgs_out;              ///< device side, wraps
+  std::uint32_t arrivals;              ///< device side: barrier arrivals relayed by the host (wraps)
   alignas(64) std::uint32_t heartbeat; ///< device side, advances on every poll
 };
 static_assert(offsetof(control_block, state) == 64 && offsetof(control_block, heartbeat) == 128);
@@ -130,6 +131,23 @@ struct kernel_stats {
   std::uint64_t lost = 0;
 };
 
+/// Holds a batched kernel's launches at a barrier it takes part in through the host (devices
+/// without shared memory): the kernel reports an arrival through its control block
+/// (rp_barrier_relay) when a launch ends, and the host launches it again once the phase is
+/// released. Called on the kernel's runtime strand.
+class launch_gate {
+public:
+  enum class verdict { launch, hold, failed };
+  virtual ~launch_gate() = default;
+  /// Whether the next launch may start; `failed`: the kernel fails with failure().
+  virtual verdict may_launch() = 0;
+  /// A launch returned having arrived `count` times (rp_barrier_relay).
+  virtual void arrived(std::uint32_t count) = 0;
+  virtual std::string failure() const = 0;
+  /// Given by the kernel when the gate is set: wakes it to look at the gate again.
+  virtual void attach(std::function<void()> wake) = 0;
+};
+
 namespace detail {
 class kernel_proxy;
 }
@@ -197,6 +215,9 @@ public:
   /// it must never be parked or launched per batch). Forces persistent mode; refused, naming the
   /// kernel, its device and `why`, where another mode is forced or the device cannot.
   void require_resident(std::string_view why);
+  /// Before start(): gates the launches of a batched kernel on a device without shared memory
+  /// (see launch_gate); refused for a kernel that runs any other way.
+  void set_launch_gate(std::shared_ptr<launch_gate> gate);
   bool started() const noexcept;
 
   /// Throws errc::invalid_argument if any of the kernel's own arguments is not set (start() checks

@@ -51,6 +51,12 @@ void barrier::state::fail_locked(error e) {
   header().failed.store(1, std::memory_order_release);
   released.notify_all();
   wake_watcher.notify_all();
+  wake_relayed();
+}
+
+void barrier::state::wake_relayed() const {
+  for (const auto& m : members)
+    if (m.wake) m.wake(); // posts to the kernel's strand: safe under the mutex
 }
 
 void barrier::state::fail(error e) {
@@ -109,6 +115,7 @@ std::optional<error> barrier::state::complete(std::uint32_t p) {
   {
     std::lock_guard lock(mutex); // a waiter checks the phase under it before sleeping
     phase_began.reset();
+    wake_relayed();
   }
   released.notify_all();
   return std::nullopt;
@@ -161,31 +168,34 @@ barrier_token barrier::arrive(std::size_t who) {
   if (who >= s.members.size())
     throw error(errc::invalid_argument, s.label() + " has no participant " + std::to_string(who) + " (it has " +
                                             std::to_string(s.members.size()) + ")");
-  auto& me = s.members[who];
-  if (me.kernel)
-    throw error(errc::invalid_argument, s.label() + ": participant '" + me.name +
+  if (s.members[who].kernel)
+    throw error(errc::invalid_argument, s.label() + ": participant '" + s.members[who].name +
                                             "' is a ring kernel: it arrives from its device code (rp_barrier_arrive)");
-  if (s.failed()) throw s.failure_error();
-  auto& h = s.header();
-  auto& seat = s.seat(who);
+  return s.arrive_seat(who);
+}
+
+barrier_token barrier::state::arrive_seat(std::size_t who) {
+  if (failed()) throw failure_error();
+  auto& h = header();
+  auto& me = seat(who);
   const std::uint32_t p = h.phase.load(std::memory_order_acquire);
-  if (seat.arrival.load(std::memory_order_relaxed) == p + 1)
-    throw error(errc::invalid_argument, s.label() + ": participant '" + me.name + "' arrived twice in phase " +
+  if (me.arrival.load(std::memory_order_relaxed) == p + 1)
+    throw error(errc::invalid_argument, label() + ": participant '" + members[who].name + "' arrived twice in phase " +
                                             std::to_string(p) + " (wait for the phase before arriving again)");
-  seat.arrivals.fetch_add(1, std::memory_order_relaxed);
-  seat.arrival.store(p + 1, std::memory_order_release);
-  if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 < s.size()) {
-    if (s.has_kernels) {
-      (void)s.look_after(p); // a departed kernel fails the barrier now
-      if (s.failed()) throw s.failure_error();
+  me.arrivals.fetch_add(1, std::memory_order_relaxed);
+  me.arrival.store(p + 1, std::memory_order_release);
+  if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 < size()) {
+    if (has_kernels) {
+      (void)look_after(p); // a departed kernel fails the barrier now
+      if (failed()) throw failure_error();
     } else {
-      std::lock_guard lock(s.mutex);
-      if (!s.phase_began || s.phase_began->first != p) s.phase_began.emplace(p, barrier_clock::now());
+      std::lock_guard lock(mutex);
+      if (!phase_began || phase_began->first != p) phase_began.emplace(p, barrier_clock::now());
     }
     return {who, p};
   }
-  seat.last.fetch_add(1, std::memory_order_relaxed);
-  if (auto thrown = s.complete(p)) throw *thrown;
+  me.last.fetch_add(1, std::memory_order_relaxed);
+  if (auto thrown = complete(p)) throw *thrown;
   return {who, p};
 }
 

@@ -47,31 +47,32 @@ barrier_words::~barrier_words() {
 
 namespace {
 
-// Refuses a kernel the barrier cannot hold: running, without shared memory, or in another context
-// than the kernels before it (`shared`, `first`: the first kernel's context and name).
+// Whether a kernel waits on its device (shared memory) rather than arriving through the host.
+bool waits_on_device(const ring_kernel_base& k) {
+  const auto& info = k.on_device().info();
+  return info.svm.fine_buffer && info.svm.atomics && info.c11_atomics;
+}
+
+// Refuses a kernel the barrier cannot hold: running, or waiting on a device in another context
+// than the kernels before it (`shared`, `first`: the first such kernel's context and name).
 void check_kernel(const ring_kernel_base& k, const std::string& label, cl_context& shared, std::string& first) {
   const auto& dev = k.on_device();
   const std::string who = label + ": kernel '" + k.name() + "' on device '" + dev.label() + "'";
   if (k.started())
     throw error(errc::invalid_argument, who + " is already running: create the barrier before starting it");
-  const auto& svm = dev.info().svm;
-  if (!svm.fine_buffer || !svm.atomics || !dev.info().c11_atomics)
-    throw error(errc::unsupported_mode, who +
-                                            ": the device has no fine-grained buffer SVM with SVM atomics, where "
-                                            "kernels arrive without the host (fine_buffer=" +
-                                            (svm.fine_buffer ? "yes" : "no") +
-                                            ", svm atomics=" + (svm.atomics ? "yes" : "no") +
-                                            "); arrival relayed through the host for batched kernels is not built yet");
+  if (!waits_on_device(k)) return; // it arrives through the host, between launches
   if (shared != nullptr && shared != dev.context()())
     throw error(errc::unsupported_mode, who + " does not share memory with kernel '" + first +
-                                            "' (another platform): a barrier's kernels share one context");
+                                            "' (another platform): the kernels that wait on their devices share one "
+                                            "context");
   if (shared == nullptr) {
     shared = dev.context()();
     first = k.name();
   }
 }
 
-// Refuses kernels the barrier cannot hold; returns the context they share (null: none).
+// Refuses kernels the barrier cannot hold; returns the context that those waiting on their devices
+// share (null: none).
 cl_context check_kernels(const std::vector<barrier_participant>& participants, const std::string& label) {
   cl_context shared = nullptr;
   std::string first;
@@ -79,7 +80,7 @@ cl_context check_kernels(const std::vector<barrier_participant>& participants, c
   for (const auto& p : participants) {
     if (p.kernel() == nullptr) continue;
     check_kernel(*p.kernel(), label, shared, first);
-    per_pool[&p.kernel()->on_device().budget()].push_back(p.name());
+    if (waits_on_device(*p.kernel())) per_pool[&p.kernel()->on_device().budget()].push_back(p.name());
   }
   for (const auto& [pool, kernels] : per_pool) {
     if (kernels.size() <= pool->budget()) continue;
@@ -96,6 +97,55 @@ cl_context check_kernels(const std::vector<barrier_participant>& participants, c
 } // namespace
 } // namespace detail
 
+// The gate of a kernel that arrives through the host: each launch is one phase; it reports its
+// arrival in its control block (rp_barrier_relay), and its next launch waits for the release.
+class barrier::state::relay_gate final : public launch_gate {
+public:
+  relay_gate(const std::shared_ptr<state>& s, std::size_t who) : state_(s), who_(who) {}
+
+  verdict may_launch() override {
+    const auto s = state_.lock();
+    if (!s || s->failed()) return verdict::failed;
+    const std::uint32_t arrival = s->seat(who_).arrival.load(std::memory_order_acquire);
+    if (arrival == s->header().phase.load(std::memory_order_acquire) + 1) return verdict::hold;
+    if (arrival != counted_) { // released from the phase it arrived at
+      counted_ = arrival;
+      s->seat(who_).waits.fetch_add(1, std::memory_order_relaxed);
+    }
+    return verdict::launch;
+  }
+  void arrived(std::uint32_t count) override {
+    const auto s = state_.lock();
+    if (!s) return;
+    if (count != 1) {
+      s->fail(error(errc::stage_failed, s->label() + ": participant '" + s->members[who_].name + "' arrived " +
+                                            std::to_string(count) + " times in one launch (once per launch)"));
+      return;
+    }
+    try {
+      (void)s->arrive_seat(who_);
+    } catch (const std::exception&) {
+      // The barrier failed: its error reaches this kernel through may_launch.
+    }
+  }
+  std::string failure() const override {
+    const auto s = state_.lock();
+    return s ? s->failure_error().what() : "the barrier was destroyed";
+  }
+  void attach(std::function<void()> wake) override {
+    if (const auto s = state_.lock()) {
+      std::lock_guard lock(s->mutex);
+      counted_ = s->options.first_phase;
+      s->members[who_].wake = std::move(wake);
+    }
+  }
+
+private:
+  std::weak_ptr<state> state_;
+  std::size_t who_;
+  std::uint32_t counted_ = 0; // the arrival whose release was counted as a wait
+};
+
 barrier_participant::barrier_participant(ring_kernel_base& kernel, unsigned seat_arg, std::string name)
     : name_(name.empty() ? kernel.name() + "@" + std::to_string(kernel.on_device().index()) : std::move(name)),
       kernel_(&kernel), seat_arg_(seat_arg) {}
@@ -110,12 +160,19 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
     if (!seen.insert(p.name()).second)
       throw error(errc::invalid_argument, s.label() + " names participant '" + p.name() + "' twice");
   const cl_context context = detail::check_kernels(participants, s.label());
-  for (const auto& p : participants)
-    if (p.kernel()) p.kernel()->require_resident(s.label() + " (its kernels wait on the device)");
+  bool relayed = false;
+  for (const auto& p : participants) {
+    if (!p.kernel()) continue;
+    if (detail::waits_on_device(*p.kernel()))
+      p.kernel()->require_resident(s.label() + " (its kernels wait on the device)");
+    else
+      relayed = true;
+  }
   s.words = std::make_shared<detail::barrier_words>(participants.size(), context, s.options.name);
   auto& h = s.header();
   h.size.store(static_cast<std::uint32_t>(participants.size()), std::memory_order_relaxed);
-  h.host_completes.store(s.options.on_phase ? 1 : 0, std::memory_order_relaxed);
+  // Kernels that arrive through the host are relaunched by the host when it releases a phase.
+  h.host_completes.store(s.options.on_phase || relayed ? 1 : 0, std::memory_order_relaxed);
   s.members.resize(participants.size());
   for (std::size_t i = 0; i < participants.size(); ++i) {
     auto& seat = s.seat(i);
@@ -132,7 +189,10 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
     auto* k = participants[i].kernel();
     if (k == nullptr) continue;
     s.has_kernels = true;
-    k->set_arg_svm(participants[i].seat_arg(), &s.seat(i));
+    if (detail::waits_on_device(*k))
+      k->set_arg_svm(participants[i].seat_arg(), &s.seat(i));
+    else
+      k->set_launch_gate(std::make_shared<state::relay_gate>(s_, i));
     // The kernel keeps the words alive while it may still read them; the barrier's state may be
     // gone by the time it exits.
     k->on_exit([words = s.words, weak = std::weak_ptr<state>(s_), i](kernel_state, const std::exception_ptr& failure) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -42,6 +43,7 @@ struct barrier_member {
   ring_kernel_base* kernel = nullptr; // a ring kernel: it arrives from its device code
   std::string device;                 // the kernel's device, for messages
   bool departed = false;              // the kernel has exited (under the mutex)
+  std::function<void()> wake;         // a kernel arriving through the host: relaunch it (under the mutex)
   wait_samples waited;                // host participants only
 };
 
@@ -73,6 +75,12 @@ struct barrier::state {
   }
   bool failed() const noexcept { return header().failed.load(std::memory_order_acquire) != 0; }
 
+  class relay_gate; // the launch_gate of a kernel arriving through the host
+
+  /// Arrives at the phase in progress as participant `who` (a host, or a kernel through the host).
+  barrier_token arrive_seat(std::size_t who);
+  /// Wakes the kernels that arrive through the host, to look at their gate again.
+  void wake_relayed() const;
   void fail(error e);
   void fail_locked(error e);
   /// The error every waiter gets once failed.

@@ -65,6 +65,7 @@ struct driver_context {
   bool has_output;
   kernel_counters& counters;
   kernel_lifecycle& life;
+  launch_gate* gate = nullptr; ///< mirrored kernels at a barrier: launches wait for its phases
 };
 
 class kernel_driver {

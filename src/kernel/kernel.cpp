@@ -67,6 +67,7 @@ void ring_kernel_base::set_arg_svm(unsigned index, void* pointer) {
 }
 
 void ring_kernel_base::require_resident(std::string_view why) { proxy_->require_resident(why); }
+void ring_kernel_base::set_launch_gate(std::shared_ptr<launch_gate> gate) { proxy_->set_launch_gate(std::move(gate)); }
 bool ring_kernel_base::started() const noexcept { return proxy_->started(); }
 
 void ring_kernel_base::start_untyped(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {

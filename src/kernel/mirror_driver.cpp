@@ -127,6 +127,7 @@ private:
   bool complete_batch(lane& l);
   bool watch_batch(const lane& l);
   void enqueue_chain(lane& l);
+  bool gate_open();
 
   driver_context c_;
   cl::CommandQueue queue_, upload_, download_; // compute; batches in; results out
@@ -141,6 +142,7 @@ private:
   std::uint64_t returned_batches_ = 0;
   std::uint64_t uncounted_ = 0;      // taken from a batch but not counted by the kernel
   std::uint32_t counted_so_far_ = 0; // the kernel's own msgs_in (control block) after the last batch
+  std::uint32_t arrivals_so_far_ = 0; // its barrier arrivals (control block) after the last batch
   clock::time_point heartbeat_stamp_;
 };
 
@@ -159,6 +161,7 @@ bool mirror_driver::launch_batch() {
   } else if (stop == kernel_stop::now) {
     return c_.life.finish(kernel_state::stopped);
   }
+  if (c_.gate != nullptr && !gate_open()) return false;
   const bool end = in_flight_lanes_ == 0 && c_.has_input && in.drained();
   const std::uint32_t queued = c_.has_input ? in.size() - ahead : 0;
   // A second lane for a full half mirror or the stream's last messages only: a trickle waits for
@@ -273,7 +276,24 @@ bool mirror_driver::complete_batch(lane& l) {
                                         " while the next batch was queued (a map kernel consumes every message)");
   }
   if (in_flight_lanes_ == 0) c_.life.release_worker();
+  if (const std::uint32_t arrivals = l.ctl.arrivals - arrivals_so_far_; c_.gate != nullptr && arrivals != 0) {
+    arrivals_so_far_ = l.ctl.arrivals;
+    c_.gate->arrived(arrivals);
+  }
   return c_.life.after_exit(exit_state, l.ctl.error) || consumed > 0;
+}
+
+// A kernel at a barrier through the host launches again once its phase is released.
+bool mirror_driver::gate_open() {
+  switch (c_.gate->may_launch()) {
+  case launch_gate::verdict::launch: return true;
+  case launch_gate::verdict::hold: return false;
+  case launch_gate::verdict::failed: break;
+  }
+  c_.life.fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + c_.image.name() + "' on device '" +
+                                                                     c_.dev.name() + "' left because a barrier it waited at failed: " +
+                                                                     c_.gate->failure())));
+  return false;
 }
 
 // The oldest lane has not returned within the stall timeout: true if that is reported. The kernel

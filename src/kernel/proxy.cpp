@@ -87,7 +87,8 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   in_ = std::move(input);
   out_ = std::move(output);
   driver_ = make_driver(choice.transport,
-                        {dev_, *image_, options_, mode_, *in_, *out_, has_input_, has_output_, counters_, *this});
+                        {dev_, *image_, options_, mode_, *in_, *out_, has_input_, has_output_, counters_, *this,
+                         gate_.get()});
   // A kernel that could never get a worker is refused here, in the caller's thread.
   if (dev_.info().persistent_budget > 0) first_slot_ = dev_.budget().try_acquire(mode_, spec_.name);
   started_ = true;
@@ -105,6 +106,19 @@ void kernel_proxy::require_resident(std::string_view why) {
   if (!dev_.info().supports(kernel_mode::persistent))
     throw error(errc::unsupported_mode, who + " cannot run persistent, which " + std::string(why) + " needs");
   options_.mode = kernel_mode::persistent;
+}
+
+void kernel_proxy::set_launch_gate(std::shared_ptr<launch_gate> gate) {
+  const std::string who = "kernel '" + spec_.name + "' on device '" + dev_.name() + "'";
+  if (started_) throw error(errc::invalid_argument, who + ": set_launch_gate after start()");
+  const auto& info = dev_.info();
+  if (info.svm.fine_buffer && info.svm.atomics)
+    throw error(errc::invalid_argument, who + " shares memory with the host: it waits at a barrier on the device, "
+                                              "its launches are not gated");
+  gate->attach([weak = weak_from_this()] {
+    if (auto p = weak.lock()) p->wake();
+  });
+  gate_ = std::move(gate);
 }
 
 poll_result kernel_proxy::step() {

@@ -33,6 +33,7 @@ public:
   void on_exit(std::function<void(kernel_state, std::exception_ptr)> fn) { on_exit_.push_back(std::move(fn)); }
   /// Forces persistent mode for `why`; refused where the device cannot or another mode is forced.
   void require_resident(std::string_view why);
+  void set_launch_gate(std::shared_ptr<launch_gate> gate);
   void on_publish(std::function<void()> fn) { on_publish_ = std::move(fn); }
   /// Given up on (see ring_kernel_base::detach): its objects are leaked if the launch never returns.
   void detach() noexcept { detached_.store(true, std::memory_order_release); }
@@ -115,6 +116,7 @@ private:
       fn(counters_.state.load(), failure());
   }
   std::function<void()> on_publish_;
+  std::shared_ptr<launch_gate> gate_;
 };
 
 } // namespace ringpipe::detail
