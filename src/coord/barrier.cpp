@@ -225,7 +225,6 @@ void barrier::wait_on(state& s, const barrier_token& token) {
     if (s.released_phase(token.phase)) return done();
     if (s.failed()) break;
   }
-  // Kernels release phases without notifying: poll in steps from 20 us to 500 us.
   auto step = std::chrono::microseconds(20);
   for (;;) {
     if (s.released_phase(token.phase)) return done();
@@ -234,7 +233,9 @@ void barrier::wait_on(state& s, const barrier_token& token) {
     std::unique_lock lock(s.mutex);
     if (s.released_phase(token.phase) || s.failure) continue;
     auto until = deadline.value_or(barrier_clock::now() + s.options.timeout);
-    if (s.has_kernels) {
+    // Phases a kernel releases on its device notify nobody: poll those. Phases the host completes
+    // (a completion function, or kernels arriving through the host) notify their waiters.
+    if (s.has_kernels && s.header().host_completes.load(std::memory_order_relaxed) == 0) {
       until = std::min(until, barrier_clock::now() + step);
       step = std::min(step * 2, std::chrono::microseconds(500));
     }

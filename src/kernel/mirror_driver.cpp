@@ -8,6 +8,7 @@
 
 #include "driver.hpp"
 #include "image.hpp"
+#include "launch_wake.hpp"
 
 #include "../core/pinned_memory.hpp"
 
@@ -38,7 +39,7 @@ struct lane {
 
 class mirror_driver final : public kernel_driver {
 public:
-  explicit mirror_driver(const driver_context& c) : c_(c) {
+  explicit mirror_driver(const driver_context& c) : c_(c), relay_(std::make_shared<wake_relay>(c.life)) {
     mirror_capacity_ = 1;
     while (mirror_capacity_ < c.options.batch_capacity)
       mirror_capacity_ <<= 1;
@@ -106,6 +107,7 @@ public:
     return in_flight_lanes_ == 0;
   }
   void release() noexcept override {
+    relay_->cut();
     if (queue_()) {
       // A lane's commands may still read or write its staging memory until they complete.
       for (auto* q : {&upload_, &queue_, &download_})
@@ -140,10 +142,11 @@ private:
   cl::Event running_; // the last lane's chain completes last
   std::uint64_t mirrored_in_ = 0, mirrored_out_ = 0;
   std::uint64_t returned_batches_ = 0;
-  std::uint64_t uncounted_ = 0;      // taken from a batch but not counted by the kernel
-  std::uint32_t counted_so_far_ = 0; // the kernel's own msgs_in (control block) after the last batch
+  std::uint64_t uncounted_ = 0;       // taken from a batch but not counted by the kernel
+  std::uint32_t counted_so_far_ = 0;  // the kernel's own msgs_in (control block) after the last batch
   std::uint32_t arrivals_so_far_ = 0; // its barrier arrivals (control block) after the last batch
   clock::time_point heartbeat_stamp_;
+  std::shared_ptr<wake_relay> relay_; // a kernel at a barrier is woken by its launch's completion
 };
 
 // Launches a batch into the next free lane, behind the lanes in flight; false if there is nothing
@@ -244,6 +247,7 @@ void mirror_driver::enqueue_chain(lane& l) {
     download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, sizeof(ring_header) + l.out_start * out_size, l.room * out_size,
                                 l.out_staging.data());
   download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &l.out_header, nullptr, &l.done);
+  if (c_.gate != nullptr) wake_on_complete(l.done, relay_); // its arrival reaches the barrier at once
   upload_.flush();
   queue_.flush();
   download_.flush();
@@ -290,9 +294,9 @@ bool mirror_driver::gate_open() {
   case launch_gate::verdict::hold: return false;
   case launch_gate::verdict::failed: break;
   }
-  c_.life.fail(std::make_exception_ptr(error(errc::kernel_fault, "kernel '" + c_.image.name() + "' on device '" +
-                                                                     c_.dev.name() + "' left because a barrier it waited at failed: " +
-                                                                     c_.gate->failure())));
+  c_.life.fail(std::make_exception_ptr(
+      error(errc::kernel_fault, "kernel '" + c_.image.name() + "' on device '" + c_.dev.name() +
+                                    "' left because a barrier it waited at failed: " + c_.gate->failure())));
   return false;
 }
 

@@ -86,9 +86,8 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   if (!output) output = absent_ring(shared, ".no-output");
   in_ = std::move(input);
   out_ = std::move(output);
-  driver_ = make_driver(choice.transport,
-                        {dev_, *image_, options_, mode_, *in_, *out_, has_input_, has_output_, counters_, *this,
-                         gate_.get()});
+  driver_ = make_driver(choice.transport, {dev_, *image_, options_, mode_, *in_, *out_, has_input_, has_output_,
+                                           counters_, *this, gate_.get()});
   // A kernel that could never get a worker is refused here, in the caller's thread.
   if (dev_.info().persistent_budget > 0) first_slot_ = dev_.budget().try_acquire(mode_, spec_.name);
   started_ = true;

@@ -8,6 +8,7 @@
 
 #include "driver.hpp"
 #include "image.hpp"
+#include "launch_wake.hpp"
 
 #include <algorithm>
 #include <array>
@@ -20,22 +21,6 @@ namespace {
 using clock = std::chrono::steady_clock;
 constexpr unsigned max_spans = 4;
 constexpr std::uint32_t first_span = 256; // spans start small and double while they return quickly
-
-// Wakes the proxy when a launch completes (called on the OpenCL runtime's thread). The driver cuts
-// it off when it releases, since a callback may still run after that.
-struct wake_relay {
-  std::mutex mutex;
-  kernel_lifecycle* life = nullptr;
-};
-
-void CL_CALLBACK span_completed(cl_event, cl_int, void* user) {
-  auto* relay = static_cast<std::shared_ptr<wake_relay>*>(user);
-  {
-    std::lock_guard lock((*relay)->mutex);
-    if ((*relay)->life != nullptr) (*relay)->life->wake();
-  }
-  delete relay;
-}
 
 struct span {
   std::uint32_t tail = 0;   // input counter of its first message
@@ -58,8 +43,7 @@ template <class T> T* svm_alloc(const device& dev, std::size_t bytes, const std:
 class span_driver final : public kernel_driver {
 public:
   explicit span_driver(const driver_context& c)
-      : c_(c), kernel_(*c.image.span_kernel()), relay_(std::make_shared<wake_relay>()) {
-    relay_->life = &c.life;
+      : c_(c), kernel_(*c.image.span_kernel()), relay_(std::make_shared<wake_relay>(c.life)) {
     const std::uint32_t local = c.image.local_size();
     max_span_ = std::max(local, std::min(c.in.capacity(), c.out.capacity()) / 8);
     span_limit_ = std::min(max_span_, std::max(local, first_span));
@@ -126,10 +110,7 @@ public:
   std::uint64_t uncounted() const noexcept override { return 0; }
   std::chrono::microseconds idle_ceiling() const noexcept override { return std::chrono::microseconds(200); }
   void release() noexcept override {
-    {
-      std::lock_guard lock(relay_->mutex);
-      relay_->life = nullptr;
-    }
+    relay_->cut();
     if (queue_()) clFinish(queue_());
     for (void* p : {static_cast<void*>(ctl_), static_cast<void*>(keep_)})
       if (p != nullptr) clSVMFree(c_.dev.context()(), p);
@@ -198,11 +179,7 @@ bool span_driver::launch() {
     kernel_.setArg(at + 1, in_first);
     kernel_.setArg(at + 2, out_first);
     queue_.enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(n), cl::NDRange(local), nullptr, &s.done);
-    auto* relay = new std::shared_ptr<wake_relay>(relay_);
-    if (const cl_int e = clSetEventCallback(s.done(), CL_COMPLETE, span_completed, relay); e != CL_SUCCESS) {
-      delete relay;
-      throw cl::Error(e);
-    }
+    wake_on_complete(s.done, relay_);
     queue_.flush();
     return 0;
   });
