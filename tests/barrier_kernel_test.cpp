@@ -188,9 +188,9 @@ TEST_F(BarrierKernels, DestroyingABarrierReleasesKernelsAndThreadsThatWaitOnIt) 
   start(*k0, *k1);
   std::atomic<bool> released{false};
   std::string waiter_error;
-  std::thread waiter([&] {
+  std::thread waiter([&, raw = b.get()] {
     try {
-      b->arrive_and_wait(2);
+      raw->arrive_and_wait(2);
     } catch (const std::exception& e) {
       waiter_error = e.what();
     }

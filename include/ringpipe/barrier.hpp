@@ -11,7 +11,9 @@
 //
 // Participants are host threads (by name) and ring kernels, which arrive from their device code
 // (cl/ringpipe/barrier.clh) by writing words in fine-grained SVM: no host round trip, and the last
-// to arrive releases the phase, unless a completion function must run on the host first.
+// to arrive releases the phase, unless a completion function must run on the host first. A batched
+// kernel on a device without shared memory runs one phase per launch and the host arrives for it
+// (rp_barrier_relay), launching it again once the phase is released.
 // Phases are numbered by a 32-bit counter that only grows and wraps (never reset); each
 // participant's arrival and the phase in progress are words on their own 64-byte lines.
 
@@ -28,10 +30,11 @@ namespace ringpipe {
 
 class ring_kernel_base;
 
-/// One participant: a host participant by name, or a ring kernel that arrives from its device
-/// code. The barrier binds the kernel's seat (`__global rp_barrier_seat*`) to its own argument
-/// `seat_arg` and keeps it resident (persistent) so that it can wait on the device. A kernel is
-/// named `name`, or by default "KERNEL@DEVICE" (its name and its device's index).
+/// One participant: a host participant by name, or a ring kernel. Where the kernel's device shares
+/// fine-grained SVM with atomics, the barrier binds its seat (`__global rp_barrier_seat*`) to its
+/// own argument `seat_arg` and keeps it resident (persistent) so that it waits on the device;
+/// elsewhere `seat_arg` is not used and the kernel arrives per launch (rp_barrier_relay). A kernel
+/// is named `name`, or by default "KERNEL@DEVICE" (its name and its device's index).
 class barrier_participant {
 public:
   barrier_participant(const char* name) : name_(name) {}            // NOLINT(google-explicit-constructor)
@@ -86,12 +89,11 @@ struct barrier_stats {
 
 class barrier {
 public:
-  /// `participants`: at least one, with distinct names (a kernel's is its own). Ring kernels must
-  /// not be started yet, and run where the host and they share fine-grained SVM with atomics, in
-  /// one context; a barrier whose kernels could not all be resident at once (the device's
-  /// persistent budget) is refused, as is one whose kernel is forced into another mode, with the
-  /// reason. Destroying a barrier fails it: kernels and threads still waiting on it are released
-  /// with that error (a call must not begin on a destroyed barrier).
+  /// `participants`: at least one, with distinct names. Ring kernels must not be started yet;
+  /// those that wait on their devices must share one context, and a barrier whose kernels could
+  /// not all be resident at once (the device's persistent budget) is refused, as is one whose
+  /// kernel is forced into a mode other than persistent, with the reason. Destroying a barrier fails it: kernels and
+  /// threads still waiting on it are released with that error (a call must not begin on a destroyed barrier).
   explicit barrier(std::vector<barrier_participant> participants, barrier_options options = {});
   ~barrier();
   barrier(const barrier&) = delete;

@@ -182,7 +182,7 @@ barrier_token barrier::state::arrive_seat(std::size_t who) {
   if (me.arrival.load(std::memory_order_relaxed) == p + 1)
     throw error(errc::invalid_argument, label() + ": participant '" + members[who].name + "' arrived twice in phase " +
                                             std::to_string(p) + " (wait for the phase before arriving again)");
-  me.arrivals.fetch_add(1, std::memory_order_relaxed);
+  me.arrivals.fetch_add(1, std::memory_order_release); // stats() that sees it sees what came before
   me.arrival.store(p + 1, std::memory_order_release);
   if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 < size()) {
     if (has_kernels) {
@@ -267,7 +267,7 @@ barrier_stats barrier::stats() const {
   for (std::size_t i = 0; i < s.members.size(); ++i) {
     const auto& m = s.members[i];
     const auto& seat = s.seat(i);
-    out.participants.push_back({m.name, m.kernel != nullptr, seat.arrivals.load(std::memory_order_relaxed),
+    out.participants.push_back({m.name, m.kernel != nullptr, seat.arrivals.load(std::memory_order_acquire),
                                 seat.waits.load(std::memory_order_relaxed), seat.last.load(std::memory_order_relaxed),
                                 m.waited.percentile(0.5), m.waited.percentile(0.99)});
   }
