@@ -214,10 +214,14 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
   }
 }
 
-void kernel_image::set_arg(unsigned index, const void* value, std::size_t size) {
+unsigned kernel_image::own_arg_at(unsigned index) const {
   if (index >= own_args_set_.size())
     throw error(errc::invalid_argument, describe_args() + ": there is no argument " + std::to_string(index));
-  const unsigned at = 3 + (has_state_ ? 1 : 0) + index;
+  return 3 + (has_state_ ? 1 : 0) + index;
+}
+
+void kernel_image::set_arg(unsigned index, const void* value, std::size_t size) {
+  const unsigned at = own_arg_at(index);
   if (const cl_int s = clSetKernelArg(kernel_(), at, size, value); s != CL_SUCCESS)
     throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + name_ + "'").c_str());
   if (span_kernel_() != nullptr)
@@ -227,9 +231,7 @@ void kernel_image::set_arg(unsigned index, const void* value, std::size_t size) 
 }
 
 void kernel_image::set_arg_svm(unsigned index, void* pointer) {
-  if (index >= own_args_set_.size())
-    throw error(errc::invalid_argument, describe_args() + ": there is no argument " + std::to_string(index));
-  const unsigned at = 3 + (has_state_ ? 1 : 0) + index;
+  const unsigned at = own_arg_at(index);
   for (const cl::Kernel* k : {&kernel_, &span_kernel_})
     if ((*k)() != nullptr)
       if (const cl_int s = clSetKernelArgSVMPointer((*k)(), at, pointer); s != CL_SUCCESS)

@@ -41,6 +41,8 @@ public:
 
 private:
   void count_args(const kernel_spec& spec);
+  /// The OpenCL position of the kernel's own argument `index`; refused past its last.
+  unsigned own_arg_at(unsigned index) const;
   std::string describe_args() const;
 
   std::string name_;
