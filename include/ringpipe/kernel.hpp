@@ -203,10 +203,18 @@ public:
 
   /// Sets a raw kernel's own argument `index` (counted after RINGPIPE_KERNEL_PARAMS and the state
   /// argument, if any). Before start().
+  /// A value that knows how to bind itself (a device_array: its memory, kept alive by the kernel)
+  /// does so; any other value is copied as bytes.
   template <class T> void set_arg(unsigned index, const T& value) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    set_arg_bytes(index, &value, sizeof(T));
+    if constexpr (requires { value.bind_kernel_arg(*this, index); }) {
+      value.bind_kernel_arg(*this, index);
+    } else {
+      static_assert(std::is_trivially_copyable_v<T>);
+      set_arg_bytes(index, &value, sizeof(T));
+    }
   }
+  /// Keeps `owner` alive as long as the kernel: memory one of its arguments points into.
+  void keep_alive(std::shared_ptr<const void> owner);
 
   /// Sets a raw kernel's own argument `index` to a pointer into fine-grained SVM of the kernel's
   /// context (e.g. a barrier's seat, bound by ringpipe::barrier). Before start().

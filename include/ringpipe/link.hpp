@@ -44,4 +44,20 @@ inline link_kind choose_link(const device& from, const device& to) noexcept {
   return choose_link(link_end::on(from), link_end::on(to));
 }
 
+/// How bytes move from one end's memory to the other's (device arrays, peer copies). Derived from
+/// choose_link(), so an array copy between two devices takes the path a pipeline link between them
+/// would:
+enum class copy_path {
+  shared, ///< a direct link: one memcpy through memory both ends reach (fine-grained SVM, the host)
+  device, ///< the OpenCL implementation copies once: read/write/copy buffer (one end is the host,
+          ///< or both share a context without shared memory)
+  staged, ///< devices of different contexts: two copies through pinned host memory, in chunks
+};
+std::string_view to_string(copy_path p) noexcept;
+copy_path choose_copy(link_end from, link_end to) noexcept;
+
+/// Whether a kernel on `a` reads and writes memory allocated on `b` (a device array) directly,
+/// with no copy: the same device, or a direct link between them.
+bool can_access(const device& a, const device& b) noexcept;
+
 } // namespace ringpipe

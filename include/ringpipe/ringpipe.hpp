@@ -1,7 +1,8 @@
 #pragma once
 // Everything an application uses: devices and the runtime, rings, ring kernels, links, pipelines
-// and their plans and metrics.
+// and their plans and metrics, barriers, device arrays and the transfers between them.
 
+#include <ringpipe/array.hpp>
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/device.hpp>
 #include <ringpipe/error.hpp>
@@ -17,3 +18,4 @@
 #include <ringpipe/ring.hpp>
 #include <ringpipe/runtime.hpp>
 #include <ringpipe/topology.hpp>
+#include <ringpipe/transfer.hpp>

@@ -3,6 +3,7 @@
 // executors that kernel proxies, host stages and device-bound host functions run on.
 
 #include <ringpipe/topology.hpp>
+#include <ringpipe/transfer.hpp>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -19,6 +20,10 @@
 #include <vector>
 
 namespace ringpipe {
+
+namespace detail {
+class transfer_service;
+}
 
 struct runtime_options {
   unsigned threads = 2; ///< threads running the io_context
@@ -67,6 +72,11 @@ public:
     return future;
   }
 
+  /// Every array copy made through this runtime so far, per ordered pair of ends and path.
+  transfer_report transfers() const;
+  /// Transfer queues, staging chunks and counters (for device arrays).
+  const std::shared_ptr<detail::transfer_service>& transfer_service() noexcept { return transfers_; }
+
 private:
   runtime_options options_;
   topology topology_;
@@ -74,6 +84,7 @@ private:
   boost::asio::executor_work_guard<executor_type> work_;
   std::vector<strand_type> device_strands_;
   std::vector<std::thread> threads_;
+  std::shared_ptr<detail::transfer_service> transfers_; // copies in flight share it
 };
 
 } // namespace ringpipe

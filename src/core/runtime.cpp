@@ -1,12 +1,15 @@
 #include <ringpipe/runtime.hpp>
 
+#include "transfer_service.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
 namespace ringpipe {
 
 runtime::runtime(topology devices, runtime_options options)
-    : options_(std::move(options)), topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)) {
+    : options_(std::move(options)), topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)),
+      transfers_(std::make_shared<detail::transfer_service>(topology_, io_.get_executor())) {
   device_strands_.reserve(topology_.size());
   for (std::size_t i = 0; i < topology_.size(); ++i)
     device_strands_.emplace_back(boost::asio::make_strand(io_));
@@ -17,11 +20,16 @@ runtime::runtime(topology devices, runtime_options options)
 }
 
 runtime::~runtime() {
+  // A copy's completion is posted to io_: let copies in flight end before the threads stop.
+  if (!transfers_->drain_and_close(std::chrono::seconds(10)))
+    notice("array copies still running after 10 s: their completions will not run");
   work_.reset();
   io_.stop();
   for (auto& t : threads_)
     t.join();
 }
+
+transfer_report runtime::transfers() const { return transfers_->report(); }
 
 unsigned runtime::host_cores() const noexcept {
   if (options_.host_cores != 0) return options_.host_cores;

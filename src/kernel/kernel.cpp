@@ -61,6 +61,8 @@ void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::siz
   proxy_->set_arg(index, value, size);
 }
 
+void ring_kernel_base::keep_alive(std::shared_ptr<const void> owner) { proxy_->keep_alive(std::move(owner)); }
+
 void ring_kernel_base::set_arg_svm(unsigned index, void* pointer) {
   if (proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "': set_arg_svm after start()");
   proxy_->set_arg_svm(index, pointer);

@@ -260,6 +260,8 @@ void kernel_proxy::release_device_objects() noexcept {
     image_.reset();
     leak(std::move(in_));
     leak(std::move(out_));
+    for (auto& owner : kept_alive_)
+      leak(std::move(owner));
     has_input_ = has_output_ = false;
     return;
   }

@@ -30,6 +30,7 @@ public:
   void set_arg(unsigned index, const void* value, std::size_t size) { image_->set_arg(index, value, size); }
   void check_args_set() const { image_->check_args_set(); }
   void set_arg_svm(unsigned index, void* pointer) { image_->set_arg_svm(index, pointer); }
+  void keep_alive(std::shared_ptr<const void> owner) { kept_alive_.push_back(std::move(owner)); }
   void on_exit(std::function<void(kernel_state, std::exception_ptr)> fn) { on_exit_.push_back(std::move(fn)); }
   /// Forces persistent mode for `why`; refused where the device cannot or another mode is forced.
   void require_resident(std::string_view why);
@@ -92,6 +93,7 @@ private:
   std::optional<poller> poller_;
   std::unique_ptr<kernel_driver> driver_;
   std::shared_ptr<ring_buffer> in_, out_;
+  std::vector<std::shared_ptr<const void>> kept_alive_; // memory the kernel's arguments point into
   bool has_input_ = false, has_output_ = false;
   bool started_ = false;
   kernel_mode mode_ = kernel_mode::batched;
