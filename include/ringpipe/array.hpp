@@ -72,6 +72,10 @@ public:
   /// "array 'a' [0, 4096) on <device>": how errors name it.
   std::string describe() const;
 
+  /// Whether both views are the same bytes of the same allocation.
+  bool same_as(const array_bytes& other) const noexcept {
+    return storage_ == other.storage_ && offset_ == other.offset_ && bytes_ == other.bytes_;
+  }
   /// The bytes [offset, offset + bytes) of this view; refused past its end.
   array_bytes sub_bytes(std::size_t offset, std::size_t bytes) const;
 

@@ -24,6 +24,7 @@ enum class errc {
   stage_failed,     ///< a host stage's function threw
   cancelled,        ///< a wait on a ring ended because its pipeline stopped or failed
   out_of_memory,    ///< a ring, control block or buffer could not be allocated
+  device_failed,    ///< a device failed its part of a collective (the message names it)
 };
 
 const std::error_category& opencl_category() noexcept;

@@ -33,6 +33,7 @@ public:
     case errc::stage_failed: return "stage failed";
     case errc::cancelled: return "cancelled: the pipeline stopped or failed";
     case errc::out_of_memory: return "out of memory";
+    case errc::device_failed: return "a device failed its part";
     }
     return "unknown ringpipe error";
   }

@@ -1,0 +1,86 @@
+#pragma once
+// One collective call: its deadline, its failure naming the device, and the two kinds of step the
+// algorithms (collective.cpp) are made of: copies between arrays, and combines (acc op= sources)
+// run by each device (collective_device.cpp) or, over shared memory the host reaches, by the
+// calling thread (collective_host.cpp). A step returns when every part of it has ended.
+
+#include <ringpipe/collective.hpp>
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ringpipe::detail {
+
+/// acc op= each of `sources`, in order (all the size of acc).
+struct combine_task {
+  array_bytes acc;
+  std::vector<array_bytes> sources;
+};
+
+class collective_run {
+public:
+  collective_run(std::string_view verb, const collective_options& options);
+  /// "all_reduce 'grads'": how its errors begin.
+  const std::string& what() const noexcept { return what_; }
+  const collective_options& options() const noexcept { return options_; }
+
+  /// Copies each pair's first array into its second, all at once.
+  void copies(std::string_view step, const std::vector<std::pair<array_bytes, array_bytes>>& pairs);
+  /// Runs each task on its accumulator's device (or the host, where it reaches every array).
+  void combine(std::string_view step, const std::vector<combine_task>& tasks, const element_op& op);
+
+  /// Calls options().before_step for `d`; a throw becomes d's failure.
+  void before(const device& d, std::string_view step) const;
+  std::chrono::steady_clock::time_point deadline() const noexcept { return deadline_; }
+  /// errc::timeout: `who` did not finish `step` in time.
+  [[noreturn]] void late(std::string_view step, const std::string& who) const;
+  /// errc::device_failed (or the failure's own code), naming `d` and the step.
+  [[noreturn]] void failed(std::string_view step, const device& d, const std::exception_ptr& e) const;
+  /// The failure failed() would throw, to rethrow later.
+  std::exception_ptr named(std::string_view step, const device& d, const std::exception_ptr& e) const;
+
+private:
+  std::string what_;
+  const collective_options& options_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+/// Whether the calling thread may combine these arrays: all in shared memory of CPU devices,
+/// and the operation has a host form.
+bool host_reaches(const std::vector<array_bytes>& arrays, const element_op& op);
+/// acc op= each source, on the calling thread.
+void combine_on_host(const combine_task& task, const element_op& op);
+
+/// One task's combines on its accumulator's device, a source per round. A round is three calls,
+/// each made for every device before the next: fetch (starts copying the source in where the
+/// device cannot read it in place), launch (the combine kernel, once the copy is in), finish
+/// (waits for the kernel). Waits end at the run's deadline and throw naming the device.
+class device_combine {
+public:
+  device_combine(collective_run& run, std::string_view step, const combine_task& task, const element_op& op);
+  ~device_combine();
+  bool done() const noexcept { return next_ >= task_.sources.size(); }
+  void fetch();
+  void launch();
+  void finish();
+  const device& on() const { return task_.acc.dev(); }
+
+private:
+  const array_bytes& source() const { return task_.sources[next_]; }
+  collective_run& run_;
+  std::string step_;
+  const combine_task& task_;
+  const element_op& op_;
+  std::size_t next_ = 0;
+  cl::Kernel kernel_;
+  array_bytes scratch_;
+  std::shared_ptr<std::promise<void>> fetched_;
+  std::future<void> fetching_;
+  cl::Event running_;
+};
+
+} // namespace ringpipe::detail
