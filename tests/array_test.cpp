@@ -232,7 +232,8 @@ TEST_F(Arrays, ABlockingReadThatTimesOutNeverWritesTheCallersMemoryLater) {
                  "a 64 MiB read finished within 0 ms");
   } // `out` is freed: the copy must not touch it again (AddressSanitizer watches)
   const auto failed = [&] {
-    const auto* row = rt().transfers().find(d.label(), "host", copy_path::staged);
+    const auto now = rt().transfers();
+    const auto* row = now.find(d.label(), "host", copy_path::staged);
     const auto* old = before.find(d.label(), "host", copy_path::staged);
     return row ? row->failed - (old ? old->failed : 0) : 0;
   };

@@ -204,19 +204,26 @@ TEST_F(Collectives, BroadcastGatherAndScatterMoveEveryElement) {
     }
 }
 
+// Device 1 fails its part of the last step (after the reduce-scatter where the collective has
+// one), on every path: through the host, the shared pass, and kernels on each device.
 TEST_F(Collectives, ADeviceThatFailsMidCollectiveEndsItNamingTheDevice) {
   if (topo().size() < 2) GTEST_SKIP() << "one device: no peer to fail mid-collective";
-  std::vector<std::vector<std::uint32_t>> host;
   const std::size_t n = (std::size_t{1} << 20) + 7;
-  auto in = inputs<std::uint32_t>(topo().size(), n, 77, host);
-  collective_options o;
-  o.name = "injected";
-  o.before_step = [&](const device& d, std::string_view step) {
-    if (step == "all-gather" && d.index() == 1) throw std::runtime_error("injected failure");
-  };
-  expect_error([&] { all_reduce(in, reduction<std::uint32_t>::sum(), o); }, make_error_code(errc::device_failed),
-               {"all_reduce 'injected'", "all-gather", topo()[1].label(), "injected failure"},
-               "an all-reduce with a failing device finished");
+  for (const auto& op : {reduction<std::uint32_t>::sum(), reduction<std::uint32_t>::custom("on devices", "a + b")}) {
+    std::vector<std::vector<std::uint32_t>> host;
+    auto in = inputs<std::uint32_t>(topo().size(), n, 77, host);
+    std::vector<std::string> steps;
+    collective_options o;
+    o.name = "injected";
+    o.before_step = [&](const device& d, std::string_view step) {
+      steps.emplace_back(step);
+      if (d.index() == 1 && step != "reduce-scatter") throw std::runtime_error("injected failure");
+    };
+    expect_error([&] { all_reduce(in, op, o); }, make_error_code(errc::device_failed),
+                 {"all_reduce 'injected'", topo()[1].label(), "injected failure"},
+                 "an all-reduce with a failing device finished");
+    EXPECT_FALSE(steps.empty());
+  }
 }
 
 TEST_F(Collectives, ADeviceThatDoesNotContributeInTimeIsNamed) {

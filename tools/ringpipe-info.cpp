@@ -1,6 +1,8 @@
 // ringpipe-info: every OpenCL device ringpipe can use, what it can do, and how stages on two
-// devices would be linked. `--json` prints the same as JSON.
+// devices would be linked. `--json` prints the same as JSON; `--measure` adds the copy bandwidth
+// matrix between the host and every device.
 
+#include <ringpipe/copy_bandwidth.hpp>
 #include <ringpipe/detail/json.hpp>
 #include <ringpipe/topology.hpp>
 
@@ -95,23 +97,32 @@ void print_json(const topology& topo) {
 } // namespace
 
 int main(int argc, char** argv) {
-  bool json = false;
+  bool json = false, measure = false;
   discovery_options options;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
+    } else if (std::strcmp(argv[i], "--measure") == 0) {
+      measure = true;
     } else if (std::strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
       options.device_filter = argv[++i];
     } else {
-      std::cerr << "usage: ringpipe-info [--json] [--filter TEXT]\n"
+      std::cerr << "usage: ringpipe-info [--json] [--measure] [--filter TEXT]\n"
                    "  Lists OpenCL devices, their capabilities, ring-kernel modes and budgets, and the\n"
-                   "  link kind between every pair. TEXT keeps devices whose \"platform: name\" contains it.\n";
+                   "  link kind between every pair. TEXT keeps devices whose \"platform: name\" contains it.\n"
+                   "  --measure also times copies between the host and every device (4 KiB, 1 MiB, 64 MiB)\n"
+                   "  beside a host memcpy of the same size (about a minute; not with --json).\n";
       return 2;
     }
   }
   try {
-    const auto topo = topology::discover(options);
+    auto topo = topology::discover(options);
     json ? print_json(topo) : print_table(topo);
+    if (measure && !json) {
+      runtime rt(std::move(topo));
+      std::cout << "\nmeasuring copies (" << rt.devices().size() + 1 << " ends, 3 sizes)...\n" << std::flush;
+      std::cout << copy_bandwidth_table(rt, measure_copy_bandwidth(rt));
+    }
     return 0;
   } catch (const ringpipe::error& e) {
     std::cerr << "ringpipe-info: " << e.what() << "\n";

@@ -44,28 +44,33 @@ template <class T> constexpr std::string_view opencl_type_name() {
     static_assert(sizeof(T) == 0, "collectives combine int, uint, long, ulong, float or double elements");
 }
 
+/// The operations collectives know; `custom` is the user's.
+enum class reduce_kind { sum, product, min, max, custom };
+
 /// How elements combine: an associative, commutative operation of `a` and `b`.
 template <class T> struct reduction {
   std::string name;               ///< how errors and reports name it
   std::string opencl_c;           ///< an OpenCL C expression of `a` and `b` (type T)
   std::function<T(T, T)> on_host; ///< the same on the host; empty: combined on devices only
+  reduce_kind kind = reduce_kind::custom;
 
   static reduction sum() {
-    return {"sum", "a + b", [](T a, T b) { return static_cast<T>(a + b); }};
+    return {"sum", "a + b", [](T a, T b) { return static_cast<T>(a + b); }, reduce_kind::sum};
   }
   static reduction product() {
-    return {"product", "a * b", [](T a, T b) { return static_cast<T>(a * b); }};
+    return {"product", "a * b", [](T a, T b) { return static_cast<T>(a * b); }, reduce_kind::product};
   }
   static reduction min() {
-    return {"min", "min(a, b)", [](T a, T b) { return b < a ? b : a; }};
+    return {"min", "min(a, b)", [](T a, T b) { return b < a ? b : a; }, reduce_kind::min};
   }
   static reduction max() {
-    return {"max", "max(a, b)", [](T a, T b) { return a < b ? b : a; }};
+    return {"max", "max(a, b)", [](T a, T b) { return a < b ? b : a; }, reduce_kind::max};
   }
   /// A user operation: `opencl_c` is an expression of `a` and `b`, e.g. "a ^ b" or
-  /// "fmax(fabs(a), fabs(b))"; `on_host` (optional) lets shared-memory collectives combine on the host.
+  /// "fmax(fabs(a), fabs(b))"; `on_host` (optional) lets collectives combine on the host where the
+  /// bytes pass through it anyway (shared memory of CPU devices, staged links).
   static reduction custom(std::string name, std::string opencl_c, std::function<T(T, T)> on_host = {}) {
-    return {std::move(name), std::move(opencl_c), std::move(on_host)};
+    return {std::move(name), std::move(opencl_c), std::move(on_host), reduce_kind::custom};
   }
 };
 
@@ -90,15 +95,27 @@ struct element_op {
   std::function<void(void* acc, const void* x, std::size_t count)> on_host;
 };
 
+/// acc[i] = f(acc[i], x[i]): a loop the compiler can vectorise when f is known.
+template <class T, class F> auto host_loop(F f) {
+  return [f](void* acc, const void* x, std::size_t count) {
+    auto* a = static_cast<T*>(acc);
+    const auto* b = static_cast<const T*>(x);
+    for (std::size_t i = 0; i < count; ++i)
+      a[i] = f(a[i], b[i]);
+  };
+}
+
 template <class T> element_op erase(const reduction<T>& r) {
   element_op e{r.name, sizeof(T), std::string(opencl_type_name<T>()), r.opencl_c, nullptr};
-  if (r.on_host)
-    e.on_host = [f = r.on_host](void* acc, const void* x, std::size_t count) {
-      auto* a = static_cast<T*>(acc);
-      const auto* b = static_cast<const T*>(x);
-      for (std::size_t i = 0; i < count; ++i)
-        a[i] = f(a[i], b[i]);
-    };
+  switch (r.kind) {
+  case reduce_kind::sum: e.on_host = host_loop<T>([](T a, T b) { return static_cast<T>(a + b); }); break;
+  case reduce_kind::product: e.on_host = host_loop<T>([](T a, T b) { return static_cast<T>(a * b); }); break;
+  case reduce_kind::min: e.on_host = host_loop<T>([](T a, T b) { return b < a ? b : a; }); break;
+  case reduce_kind::max: e.on_host = host_loop<T>([](T a, T b) { return a < b ? b : a; }); break;
+  case reduce_kind::custom:
+    if (r.on_host) e.on_host = host_loop<T>(r.on_host);
+    break;
+  }
   return e;
 }
 

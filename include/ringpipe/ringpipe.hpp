@@ -5,6 +5,7 @@
 #include <ringpipe/array.hpp>
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/collective.hpp>
+#include <ringpipe/copy_bandwidth.hpp>
 #include <ringpipe/device.hpp>
 #include <ringpipe/error.hpp>
 #include <ringpipe/kernel.hpp>

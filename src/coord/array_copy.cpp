@@ -2,6 +2,7 @@
 //   shared  one memcpy by the host, which reaches both ends
 //   device  one OpenCL command (read, write or copy buffer) on the transfer queue of a device end
 //   staged  chunks through two pinned chunks: while one chunk is written out, the next is read in
+//           (one command, as for `device`, where one end already lies in host memory)
 // Steps after the first run on the runtime's threads, handed over by OpenCL event callbacks.
 #include "../core/transfer_service.hpp"
 #include "array_storage.hpp"
@@ -28,7 +29,11 @@ public:
     service_->begin_copy();
     try {
       if (bytes_ == 0) return finish(nullptr);
-      if (path_ == copy_path::staged) return begin_staged();
+      // A staged copy with one end already in host memory (shared memory of a CPU device, or an
+      // asynchronous call's own memory) needs no stage of its own: one command moves the bytes.
+      const bool one_end_in_host_memory = (from_.host != nullptr) != (to_.host != nullptr);
+      const bool user_memory = from_.dev == nullptr || to_.dev == nullptr;
+      if (path_ == copy_path::staged && ((guard_ && user_memory) || !one_end_in_host_memory)) return begin_staged();
       if (from_.host != nullptr && to_.host != nullptr) return copy_in_place();
       enqueue_one();
     } catch (...) {

@@ -146,20 +146,18 @@ array_bytes part(const array_bytes& a, std::size_t d, std::size_t n, std::size_t
   return a.sub_bytes(lo * element, (hi - lo) * element);
 }
 
-/// acc = sources[0] op sources[1] ..., all by the host, straight into every output.
-bool one_shot_on_host(collective_run& run, const arrays& in, const arrays& out, const element_op& op) {
-  arrays all = in;
-  all.insert(all.end(), out.begin(), out.end());
-  if (in[0].size_bytes() > run.options().one_shot_bytes || !host_reaches(all, op)) return false;
-  for (const auto& x : in)
-    run.before(x.dev(), "one-shot");
-  std::vector<std::byte> acc(in[0].size_bytes());
-  if (!acc.empty()) std::memcpy(acc.data(), in[0].data(), acc.size());
-  for (std::size_t p = 1; p < in.size(); ++p)
-    op.on_host(acc.data(), in[p].data(), acc.size() / op.element);
-  for (const auto& o : out)
-    if (!acc.empty()) std::memcpy(o.data(), acc.data(), acc.size());
-  return true;
+/// The path a reducing collective over these arrays takes (see collective.hpp).
+enum class reduce_path { host, shared, devices };
+
+reduce_path choose_path(const collective_run& run, const arrays& all, const element_op& op) {
+  const bool small = all.front().size_bytes() <= run.options().one_shot_bytes;
+  if (!(small && host_reaches(all, op)) && one_shared_context(all)) return reduce_path::shared;
+  return op.on_host ? reduce_path::host : reduce_path::devices;
+}
+
+arrays joined(arrays a, const arrays& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 } // namespace
@@ -171,8 +169,22 @@ void all_reduce_bytes(const arrays& in, const arrays& out, const element_op& op,
   if (in.size() != out.size())
     throw error(errc::invalid_argument, run.what() + ": " + std::to_string(in.size()) + " inputs but " +
                                             std::to_string(out.size()) + " outputs");
-  if (one_shot_on_host(run, in, out, op)) return;
   const std::size_t n = in.size();
+  switch (choose_path(run, joined(in, out), op)) {
+  case reduce_path::host: return host_pass(run, "through the host", in, out, nullptr, op);
+  case reduce_path::shared: {
+    std::vector<pass_part> parts(n);
+    for (std::size_t d = 0; d < n; ++d) {
+      parts[d].on = &in[d].dev();
+      for (std::size_t p = 0; p < n; ++p) {
+        parts[d].inputs.push_back(part(in[(d + p) % n], d, n, op.element));
+        parts[d].outputs.push_back(part(out[p], d, n, op.element));
+      }
+    }
+    return shared_pass(run, "one-shot", parts, op);
+  }
+  case reduce_path::devices: break;
+  }
   std::vector<std::pair<array_bytes, array_bytes>> own;
   std::vector<combine_task> tasks;
   for (std::size_t d = 0; d < n; ++d) {
@@ -201,6 +213,25 @@ void reduce_scatter_bytes(const arrays& in, const arrays& out, const element_op&
     throw error(errc::invalid_argument, run.what() + ": " + std::to_string(in.size()) + " inputs but " +
                                             std::to_string(out.size()) + " outputs");
   const std::size_t n = in.size();
+  const auto inputs_of = [&](std::size_t d) {
+    arrays parts;
+    for (std::size_t p = 0; p < n; ++p)
+      parts.push_back(part(in[(d + p) % n], d, n, op.element));
+    return parts;
+  };
+  switch (choose_path(run, joined(in, out), op)) {
+  case reduce_path::host:
+    for (std::size_t d = 0; d < n; ++d)
+      host_pass(run, "through the host", inputs_of(d), {out[d]}, nullptr, op);
+    return;
+  case reduce_path::shared: {
+    std::vector<pass_part> parts(n);
+    for (std::size_t d = 0; d < n; ++d)
+      parts[d] = {&in[d].dev(), inputs_of(d), {out[d]}};
+    return shared_pass(run, "one-shot", parts, op);
+  }
+  case reduce_path::devices: break;
+  }
   std::vector<std::pair<array_bytes, array_bytes>> own;
   std::vector<combine_task> tasks;
   for (std::size_t d = 0; d < n; ++d) {
@@ -229,6 +260,21 @@ void reduce_bytes(const arrays& in, const array_bytes& root, const element_op& o
   collective_run run("reduce", o);
   check_arrays(run, in, "inputs", in.empty() ? 0 : in[0].size_bytes());
   check_arrays(run, {root}, "root", in[0].size_bytes());
+  const std::size_t n = in.size();
+  switch (choose_path(run, joined(in, {root}), op)) {
+  case reduce_path::host: return host_pass(run, "through the host", in, {root}, nullptr, op);
+  case reduce_path::shared: { // every device reduces a part of the root
+    std::vector<pass_part> parts(n);
+    for (std::size_t d = 0; d < n; ++d) {
+      parts[d].on = &in[d].dev();
+      for (std::size_t p = 0; p < n; ++p)
+        parts[d].inputs.push_back(part(in[(d + p) % n], d, n, op.element));
+      parts[d].outputs.push_back(part(root, d, n, op.element));
+    }
+    return shared_pass(run, "one-shot", parts, op);
+  }
+  case reduce_path::devices: break;
+  }
   // The root starts as its own input if it is one (so it is never overwritten before it is read).
   std::size_t first = 0;
   for (std::size_t p = 0; p < in.size(); ++p)
@@ -244,14 +290,7 @@ void reduce_to_host_bytes(const arrays& in, void* host, std::size_t bytes, const
                           const collective_options& o) {
   collective_run run("reduce", o);
   check_arrays(run, in, "inputs (each the size of the host memory)", bytes);
-  if (host_reaches(in, op)) {
-    for (const auto& x : in)
-      run.before(x.dev(), "reduce");
-    if (bytes != 0) std::memcpy(host, in[0].data(), bytes);
-    for (std::size_t p = 1; p < in.size(); ++p)
-      op.on_host(host, in[p].data(), bytes / op.element);
-    return;
-  }
+  if (op.on_host) return host_pass(run, "through the host", in, {}, host, op);
   // Reduced on the first input's device, then read once.
   const array_bytes root(in[0].owner(), in[0].dev(), bytes, run.what() + " result");
   reduce_bytes(in, root, op, o);

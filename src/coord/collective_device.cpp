@@ -11,15 +11,23 @@
 namespace ringpipe::detail {
 namespace {
 
-std::string combine_source(const element_op& op) {
+std::string combine_source(const element_op& op, std::size_t per_item) {
   std::string s;
   if (op.cl_type == "double") s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
   s += "typedef " + op.cl_type + " rp_elem;\n";
   s += "inline rp_elem rp_combine_op(rp_elem a, rp_elem b) { return (" + op.cl_expression + "); }\n";
-  s += "__kernel void rp_combine(__global rp_elem* acc, ulong acc_at, __global const rp_elem* x, ulong x_at, ulong n) "
-       "{\n"
-       "  const size_t i = get_global_id(0);\n"
-       "  if (i < n) acc[acc_at + i] = rp_combine_op(acc[acc_at + i], x[x_at + i]);\n"
+  const std::string per = std::to_string(per_item) + "ul";
+  s += "__kernel void rp_combine(__global rp_elem* acc, ulong acc_at, __global const rp_elem* x, ulong x_at, "
+       "ulong n) {\n"
+       "  __global rp_elem* a = acc + acc_at;\n"
+       "  __global const rp_elem* b = x + x_at;\n"
+       "  const ulong lo = get_global_id(0) * " +
+       per +
+       ";\n"
+       "  const ulong hi = min(lo + " +
+       per +
+       ", n);\n"
+       "  for (ulong i = lo; i < hi; ++i) a[i] = rp_combine_op(a[i], b[i]);\n"
        "}\n";
   return s;
 }
@@ -55,7 +63,7 @@ device_combine::device_combine(collective_run& run, std::string_view step, const
                                const element_op& op)
     : run_(run), step_(step), task_(task), op_(op) {
   const device& d = task.acc.dev();
-  auto program = d.programs().get(d, combine_source(op), base_build_options(d),
+  auto program = d.programs().get(d, combine_source(op, elements_per_item(d)), base_build_options(d),
                                   run.what() + " operation '" + op.name + "' (" + op.cl_expression + ")");
   kernel_ = cl_call("clCreateKernel rp_combine", [&] { return cl::Kernel(program, "rp_combine"); });
   for (const auto& s : task.sources)
@@ -110,8 +118,10 @@ void device_combine::launch() {
     bind(kernel_, 2, x, op_.element);
     kernel_.setArg(4, cl_ulong(n));
     auto& queue = task_.acc.owner().transfer_service()->queue(on());
+    const std::size_t per_item = elements_per_item(on());
     cl_call("clEnqueueNDRangeKernel (combine)", [&] {
-      queue.enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(n), cl::NullRange, nullptr, &running_);
+      queue.enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange((n + per_item - 1) / per_item), cl::NullRange,
+                                 nullptr, &running_);
     });
     queue.flush();
   } catch (...) {

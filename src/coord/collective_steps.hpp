@@ -49,11 +49,34 @@ private:
   std::chrono::steady_clock::time_point deadline_;
 };
 
-/// Whether the calling thread may combine these arrays: all in shared memory of CPU devices,
-/// and the operation has a host form.
+/// Whether the calling thread may combine these arrays in place: all in shared memory of CPU
+/// devices, and the operation has a host form.
 bool host_reaches(const std::vector<array_bytes>& arrays, const element_op& op);
 /// acc op= each source, on the calling thread.
 void combine_on_host(const combine_task& task, const element_op& op);
+/// Whether every array lies in shared memory of one context: each device reads the others in place.
+bool one_shared_context(const std::vector<array_bytes>& arrays);
+
+/// The calling thread combines `inputs` (all one size) and writes the result to every output and
+/// to `host_out` if not null. Inputs in shared memory are read in place, the others copied to the
+/// host first (all at once); outputs likewise. The path for links through host memory: the bytes
+/// pass through the host anyway, so it combines them there (collective_host.cpp).
+void host_pass(collective_run& run, std::string_view step, const std::vector<array_bytes>& inputs,
+               const std::vector<array_bytes>& outputs, void* host_out, const element_op& op);
+
+/// One device's part of a shared pass: every output = op over the inputs (all one size).
+struct pass_part {
+  const device* on = nullptr;
+  std::vector<array_bytes> inputs;
+  std::vector<array_bytes> outputs;
+};
+/// Each part runs as one kernel on its device, reading its peers' memory in place; one
+/// synchronisation for the whole pass (collective_shared.cpp).
+void shared_pass(collective_run& run, std::string_view step, const std::vector<pass_part>& parts, const element_op& op);
+
+/// Work-items of a combine kernel each take this many consecutive elements on a CPU device (a loop
+/// the compiler vectorises) and one elsewhere.
+std::size_t elements_per_item(const device& d);
 
 /// One task's combines on its accumulator's device, a source per round. A round is three calls,
 /// each made for every device before the next: fetch (starts copying the source in where the

@@ -63,5 +63,7 @@ void kernel_links_topic(bench_context& c);   // kernel_links.cpp: kernel to kern
 void pipeline_topic(bench_context& c);       // pipelines.cpp: two-stage pipelines, Asio baseline
 void versus_topic(bench_context& c);         // versus.cpp: against a hand-written batched program
 void barrier_topic(bench_context& c);        // barriers.cpp: barrier phases against std::barrier
+void links_topic(bench_context& c);          // links.cpp: the copy bandwidth matrix against memcpy
+void collectives_topic(bench_context& c);    // collectives.cpp: all-reduce against gathering to the host
 
 } // namespace ringpipe::bench

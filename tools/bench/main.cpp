@@ -69,6 +69,8 @@ int main(int argc, char** argv) {
     pipeline_topic(c);
     versus_topic(c);
     barrier_topic(c);
+    links_topic(c);
+    collectives_topic(c);
     write_json(json_path, results);
     return 0;
   } catch (const std::exception& e) {
