@@ -83,6 +83,20 @@ TEST_F(LinkAgreement, InfoReportsTheKindEveryTwoKernelPipelineBuilds) {
         }
       }
       EXPECT_EQ(batches, m.copies) << m.table();
+      // The transfer rows are the staged links' copies and bytes, per pair of ends.
+      std::uint64_t staged_bytes = 0, transfer_copies = 0, transfer_bytes = 0;
+      for (const auto& l : m.links)
+        if (l.kind == link_kind::staged) staged_bytes += l.bytes;
+      for (const auto& t : m.transfers.pairs) {
+        EXPECT_EQ(t.path, copy_path::staged);
+        transfer_copies += t.copies;
+        transfer_bytes += t.bytes;
+      }
+      EXPECT_EQ(transfer_copies, m.copies) << m.table();
+      EXPECT_EQ(transfer_bytes, staged_bytes) << m.table();
+      if (link->kind == link_kind::staged) {
+        EXPECT_NE(m.transfers.find(topo()[from].label(), topo()[to].label(), copy_path::staged), nullptr) << m.table();
+      }
       EXPECT_EQ(received, count) << "every message once, in order, over " << to_string(link->kind);
     }
   }

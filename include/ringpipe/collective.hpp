@@ -77,11 +77,11 @@ template <class T> struct reduction {
 struct collective_options {
   std::string name = "collective";                   ///< how errors name the call
   std::chrono::milliseconds timeout{30000};          ///< for the whole call; the message names who was late
-  std::size_t one_shot_bytes = std::size_t{1} << 16; ///< host-reached arrays up to this size: one pass on the host
+  std::size_t one_shot_bytes = std::size_t{1} << 20; ///< host-reached arrays up to this size: one pass on the host
   /// Called on the calling thread before each device's part of each step ("reduce-scatter",
   /// "all-gather", ...): a throw fails the collective as that device's failure (tests inject
   /// failures this way; a tracer can log steps).
-  std::function<void(const device&, std::string_view step)> before_step;
+  std::function<void(const device&, std::string_view step)> before_step = nullptr;
 };
 
 namespace detail {

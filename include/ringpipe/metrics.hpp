@@ -3,6 +3,7 @@
 // device) and per link (kind, traffic, batches), with a readable table and JSON.
 
 #include <ringpipe/topology.hpp>
+#include <ringpipe/transfer.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -59,6 +60,10 @@ struct pipeline_metrics {
   std::uint32_t fused_links = 0; ///< stages run in one kernel: no ring, messages not counted
   std::uint64_t copies = 0;      ///< batches copied through host memory: the sum of the links' batches
   double elapsed_s = 0;          ///< since start()
+  /// The staged links' copies summed per ordered pair of ends ("host" or a device label; path
+  /// staged; copies = batches, bytes = the links' bytes; not timed). Array copies the application
+  /// makes itself are in runtime::transfers().
+  transfer_report transfers;
 
   /// The row of stage `name` (movers by their name too), or null.
   const stage_metrics* stage(std::string_view name) const noexcept;

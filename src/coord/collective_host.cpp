@@ -89,6 +89,18 @@ struct chunk_memory {
 /// Host memory left uninitialised: every byte is copied in before it is read.
 host_memory allocate(std::size_t bytes) { return host_memory(new std::byte[bytes]); }
 
+/// Where a chunk's result is built. Written only to shared memory, it is copied out before the
+/// next chunk is combined: the calling thread's own buffer serves both sets, kept between calls (a
+/// fresh one costs page faults that take longer than a small pass). A copy to a device runs while
+/// the next chunk is combined, and may outlive a failed pass: it gets memory of its own.
+host_memory result_memory(std::size_t bytes, const std::vector<array_bytes>& outputs) {
+  for (const auto& o : outputs)
+    if (o.memory() != array_memory::shared) return allocate(bytes);
+  thread_local std::vector<std::byte> kept;
+  if (kept.size() < bytes) kept.resize(bytes);
+  return host_memory(kept.data(), [](std::byte*) {});
+}
+
 } // namespace
 
 void host_pass(collective_run& run, std::string_view step, const std::vector<array_bytes>& inputs,
@@ -103,7 +115,7 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
   for (auto& m : memory) {
     for (const auto& in : inputs)
       m.inputs.push_back(in.memory() == array_memory::shared ? nullptr : allocate(chunk));
-    if (host_out == nullptr) m.result = allocate(chunk);
+    if (host_out == nullptr) m.result = result_memory(chunk, outputs);
   }
   copy_waits reads[2] = {copy_waits(run, step), copy_waits(run, step)};
   copy_waits writes[2] = {copy_waits(run, step), copy_waits(run, step)};

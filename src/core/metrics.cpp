@@ -65,6 +65,7 @@ std::string pipeline_metrics::table() const {
               std::any_of(links.begin(), links.end(), [](const link_metrics& l) { return l.forced; })
                   ? " (* kind forced)"
                   : "");
+  if (!transfers.pairs.empty()) t += "\nstaged copies per pair of ends:\n" + transfers.table();
   return t;
 }
 
@@ -95,7 +96,7 @@ std::string pipeline_metrics::json() const {
          ", \"batches\": " + std::to_string(l.batches) + ", \"capacity\": " + std::to_string(l.capacity) +
          ", \"high_water\": " + std::to_string(l.high_water) + "}";
   }
-  return j + "]}";
+  return j + "], \"transfers\": " + transfers.json() + "}";
 }
 
 std::string stop_report::text() const {

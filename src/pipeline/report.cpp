@@ -120,6 +120,18 @@ pipeline_metrics runner::metrics() const {
     if (!dev || reaches_shared_memory(rt_.devices()[*dev]) || !stages_[stage].kernel) return 0;
     return stages_[stage].kernel->stats().launches;
   };
+  const auto end_label = [&](const std::optional<std::size_t>& dev) {
+    return dev ? rt_.devices()[*dev].label() : std::string("host");
+  };
+  const auto count_transfer = [&](transfer_report& r, const std::optional<std::size_t>& from,
+                                  const std::optional<std::size_t>& to, const link_metrics& lm) {
+    const auto f = end_label(from), t = end_label(to);
+    auto row =
+        std::find_if(r.pairs.begin(), r.pairs.end(), [&](const transfer_stats& p) { return p.from == f && p.to == t; });
+    if (row == r.pairs.end()) row = r.pairs.insert(r.pairs.end(), transfer_stats{f, t, copy_path::staged});
+    row->copies += lm.batches;
+    row->bytes += lm.bytes;
+  };
   for (std::size_t ei = 0; ei < g_.edges.size(); ++ei) {
     const auto& e = g_.edges[ei];
     const auto& lr = links_[ei];
@@ -135,6 +147,7 @@ pipeline_metrics runner::metrics() const {
       lm.batches = (lr.mover ? lr.mover->batches.load() : 0) + mirrored_launches(pl.producer_dev, pl.from) +
                    mirrored_launches(pl.consumer_dev, e.to);
     m.copies += lm.batches;
+    if (lm.kind == link_kind::staged) count_transfer(m.transfers, pl.producer_dev, pl.consumer_dev, lm);
     if (lr.consumer_ring) {
       lm.capacity = lr.consumer_ring->capacity();
       lm.high_water = lr.consumer_ring->high_water();

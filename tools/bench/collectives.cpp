@@ -3,7 +3,7 @@
 // (1 to 64 MiB): algorithm bandwidth (bytes / time) and bus bandwidth (x 2(n-1)/n, as nccl-tests
 // reports it). Baselines in the same run: gather to the host, reduce there, copy back (with the
 // same arrays' reads and writes); a host memcpy of the same bytes; and, for the pair without
-// shared memory, one raw read of the bytes from the device without it.
+// shared memory, the bytes read out of the device without it and written back, one command each.
 
 #include "bench.hpp"
 
@@ -94,15 +94,26 @@ void pair_rows(bench_context& c, const std::string& pair, const std::vector<cons
               {"busbw_over_memcpy", busbw / memcpy_bw}}};
     std::string raw_text;
     for (const auto* d : on)
-      if (!reaches_shared_memory(*d)) { // the staged end: one read of the bytes, straight from the device
+      if (!reaches_shared_memory(*d)) {
+        // The staged end's own bytes read out once and written back once, one command each: what
+        // any all-reduce through host memory must at least do on that device.
         std::vector<float> host(n);
-        const double raw = percentile(
-            times_us(samples, [&] { a.back().async_read(std::span<float>(host), boost::asio::use_future).get(); }),
-            0.5);
-        const double raw_bw = static_cast<double>(bytes) / raw / 1e3;
-        r.metrics["raw_read_gb_per_s"] = raw_bw;
-        r.metrics["busbw_over_raw_read"] = busbw / raw_bw;
-        raw_text = " raw read " + std::to_string(raw_bw).substr(0, 5) + " GB/s";
+        const auto& x = a.back();
+        const double read_us = percentile(
+            times_us(samples, [&] { x.async_read(std::span<float>(host), boost::asio::use_future).get(); }), 0.5);
+        const double write_us = percentile(
+            times_us(samples, [&] { x.async_write(std::span<const float>(host), boost::asio::use_future).get(); }), 0.5);
+        const double read_bw = static_cast<double>(bytes) / read_us / 1e3;
+        const double write_bw = static_cast<double>(bytes) / write_us / 1e3;
+        const double round_trip_bw = static_cast<double>(bytes) / (read_us + write_us) / 1e3;
+        r.metrics["raw_read_gb_per_s"] = read_bw;
+        r.metrics["raw_write_gb_per_s"] = write_bw;
+        r.metrics["raw_read_then_write_gb_per_s"] = round_trip_bw;
+        r.metrics["busbw_over_raw_read_then_write"] = busbw / round_trip_bw;
+        char text[160];
+        std::snprintf(text, sizeof text, " | raw read %.2f write %.2f read+write %.2f GB/s", read_bw, write_bw,
+                      round_trip_bw);
+        raw_text = text;
       }
     c.results.push_back(r);
     std::fprintf(stderr,
