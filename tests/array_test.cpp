@@ -249,8 +249,9 @@ TEST_F(Arrays, CopiesCompleteThroughCallbacksAndCoroutines) {
   for (int i = 0; i < 1000; ++i)
     in[static_cast<std::size_t>(i)] = i * 3;
   std::promise<std::exception_ptr> called;
-  a.async_write(std::span<const int>(in), [&](std::exception_ptr e) { called.set_value(e); });
+  a.async_write(std::span<const int>(in), [&](const std::exception_ptr& e) { called.set_value(e); });
   EXPECT_EQ(called.get_future().get(), nullptr);
+#if defined(BOOST_ASIO_HAS_CO_AWAIT)
   std::promise<void> finished;
   boost::asio::co_spawn(
       rt().io(),
@@ -262,6 +263,9 @@ TEST_F(Arrays, CopiesCompleteThroughCallbacksAndCoroutines) {
       boost::asio::detached);
   ASSERT_EQ(finished.get_future().wait_for(30s), std::future_status::ready);
   EXPECT_EQ(out, in);
+#else
+  GTEST_SKIP() << "this compiler gives Asio no coroutines: the callback form passed, the coroutine form is untested";
+#endif
 }
 
 // A kernel reads a device array passed as its own argument: a lookup table, in shared memory or a

@@ -169,7 +169,9 @@ TEST_F(Collectives, ReduceScatterAndAllGatherSplitAndJoinTheParts) {
         }
         reduce_scatter(in, parts, op);
         for (std::size_t d = 0; d < k; ++d)
-          expect_close(read(parts[d]), std::vector<std::uint32_t>(want.begin() + d * n, want.begin() + (d + 1) * n),
+          expect_close(read(parts[d]),
+                       std::vector<std::uint32_t>(want.begin() + static_cast<std::ptrdiff_t>(d * n),
+                                                  want.begin() + static_cast<std::ptrdiff_t>((d + 1) * n)),
                        "reduce_scatter " + op.name + " part " + std::to_string(d));
         all_gather(parts, joined);
         for (std::size_t d = 0; d < k; ++d)

@@ -210,7 +210,7 @@ public:
       value.bind_kernel_arg(*this, index);
     } else {
       static_assert(std::is_trivially_copyable_v<T>);
-      set_arg_bytes(index, &value, sizeof(T));
+      set_arg_bytes(index, &value, sizeof(T)); // NOLINT(bugprone-sizeof-expression): a handle (cl_mem) is a value too
     }
   }
   /// Keeps `owner` alive as long as the kernel: memory one of its arguments points into.

@@ -51,7 +51,7 @@ void collective_run::copies(std::string_view step, const std::vector<std::pair<a
       before(to.dev(), step);
       auto done = std::make_shared<std::promise<void>>();
       waits[i] = done->get_future();
-      start_copy_bytes(from, to, [done](std::exception_ptr e) {
+      start_copy_bytes(from, to, [done](const std::exception_ptr& e) {
         if (e)
           done->set_exception(e);
         else
@@ -105,6 +105,7 @@ void collective_run::combine(std::string_view step, const std::vector<combine_ta
     return;
   }
   std::vector<std::unique_ptr<device_combine>> parts;
+  parts.reserve(tasks.size());
   for (const auto& t : tasks)
     parts.push_back(std::make_unique<device_combine>(*this, step, t, op));
   for (;;) {

@@ -79,8 +79,7 @@ device_combine::~device_combine() {
          !ended(running_)) {
     if (std::chrono::steady_clock::now() > run_.deadline() + std::chrono::seconds(5)) {
       // Never returned: leave the memory it may still touch allocated.
-      new combine_task(task_);
-      new array_bytes(scratch_);
+      leave_allocated(task_, scratch_);
       return;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -92,7 +91,7 @@ void device_combine::fetch() {
   if (reads_in_place(on(), source())) return;
   fetched_ = std::make_shared<std::promise<void>>();
   fetching_ = fetched_->get_future();
-  start_copy_bytes(source(), scratch_, [p = fetched_](std::exception_ptr e) {
+  start_copy_bytes(source(), scratch_, [p = fetched_](const std::exception_ptr& e) {
     if (e)
       p->set_exception(e);
     else

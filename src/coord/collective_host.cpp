@@ -41,7 +41,7 @@ public:
   copy_completion track(const array_bytes& a, std::shared_ptr<void> memory) {
     auto done = std::make_shared<std::promise<void>>();
     waits_.emplace_back(a.dev(), done->get_future());
-    return [done, memory](std::exception_ptr e) {
+    return [done, memory = std::move(memory)](const std::exception_ptr& e) {
       if (e)
         done->set_exception(e);
       else
@@ -121,7 +121,8 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
   copy_waits writes[2] = {copy_waits(run, step), copy_waits(run, step)};
   const auto range = [&](std::size_t c) { return std::pair{c * chunk, std::min(chunk, bytes - c * chunk)}; };
   const auto read_in = [&](std::size_t c) {
-    const auto [at, n] = range(c);
+    const auto [at_, n_] = range(c);
+    const std::size_t at = at_, n = n_;
     auto& m = memory[c % 2];
     for (std::size_t k = 0; k < inputs.size(); ++k)
       if (m.inputs[k])
@@ -129,7 +130,8 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
   };
   if (chunks > 0) read_in(0);
   for (std::size_t c = 0; c < chunks; ++c) {
-    const auto [at, n] = range(c);
+    const auto [at_, n_] = range(c);
+    const std::size_t at = at_, n = n_;
     auto& m = memory[c % 2];
     reads[c % 2].wait();
     if (c + 1 < chunks) {

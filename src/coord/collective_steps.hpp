@@ -10,6 +10,7 @@
 #include <future>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -73,6 +74,15 @@ struct pass_part {
 /// Each part runs as one kernel on its device, reading its peers' memory in place; one
 /// synchronisation for the whole pass (collective_shared.cpp).
 void shared_pass(collective_run& run, std::string_view step, const std::vector<pass_part>& parts, const element_op& op);
+
+/// Keeps `what` (arrays a kernel that never ended may still touch) allocated for good: copied into
+/// a leaked holder, so their memory is not freed under the kernel.
+template <class... T> void leave_allocated(const T&... what) noexcept {
+  try {
+    (void)new std::tuple<T...>(what...);
+  } catch (...) { // out of memory: nothing more can be done
+  }
+}
 
 /// Work-items of a combine kernel each take this many consecutive elements on a CPU device (a loop
 /// the compiler vectorises) and one elsewhere.

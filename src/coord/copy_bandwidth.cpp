@@ -35,7 +35,7 @@ template <class F> double time_us(std::size_t n, F&& copy_once) {
 
 void wait(const std::function<void(copy_completion)>& start) {
   std::promise<void> done;
-  start([&](std::exception_ptr e) {
+  start([&](const std::exception_ptr& e) {
     if (e)
       done.set_exception(e);
     else

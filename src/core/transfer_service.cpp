@@ -18,7 +18,7 @@ staging_chunk::~staging_chunk() {
 }
 
 transfer_service::transfer_service(const topology& devices, boost::asio::io_context::executor_type executor)
-    : devices_(devices), executor_(std::move(executor)), queues_(devices.size()) {}
+    : executor_(std::move(executor)), queues_(devices.size()) {}
 
 transfer_service::~transfer_service() = default;
 

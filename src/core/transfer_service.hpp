@@ -70,7 +70,6 @@ public:
   bool drain_and_close(std::chrono::milliseconds limit);
 
 private:
-  const topology& devices_;
   boost::asio::io_context::executor_type executor_;
   mutable std::mutex mutex_;
   std::vector<std::optional<cl::CommandQueue>> queues_;
