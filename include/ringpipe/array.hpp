@@ -76,6 +76,10 @@ public:
   bool same_as(const array_bytes& other) const noexcept {
     return storage_ == other.storage_ && offset_ == other.offset_ && bytes_ == other.bytes_;
   }
+  /// Whether the two views share a byte.
+  bool overlaps(const array_bytes& other) const noexcept {
+    return storage_ == other.storage_ && offset_ < other.offset_ + other.bytes_ && other.offset_ < offset_ + bytes_;
+  }
   /// The bytes [offset, offset + bytes) of this view; refused past its end.
   array_bytes sub_bytes(std::size_t offset, std::size_t bytes) const;
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <optional>
 
 namespace ringpipe::detail {
 
@@ -110,12 +111,23 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
   const std::size_t bytes = inputs.front().size_bytes();
   const std::size_t chunk = std::max(op.element, std::min(bytes, chunk_bytes) / op.element * op.element);
   const std::size_t chunks = (bytes + chunk - 1) / chunk;
+  // The result is built in place in an output in shared memory where one may hold it: the first
+  // input, or none of them (it is written before the later inputs are read). Else apart.
+  std::optional<std::size_t> in_place;
+  for (std::size_t k = 0; k < outputs.size() && host_out == nullptr && !in_place; ++k) {
+    const auto& o = outputs[k];
+    const bool later_input =
+        std::any_of(inputs.begin() + 1, inputs.end(), [&](const array_bytes& i) { return o.overlaps(i); });
+    if (o.memory() == array_memory::shared && !later_input && (o.same_as(inputs[0]) || !o.overlaps(inputs[0])))
+      in_place = k;
+  }
+  const auto keep_result = in_place ? std::make_shared<array_bytes>(outputs[*in_place]) : nullptr;
   // Two sets of chunk memory: chunk c + 1 is read in while chunk c is combined and written out.
   chunk_memory memory[2];
   for (auto& m : memory) {
     for (const auto& in : inputs)
       m.inputs.push_back(in.memory() == array_memory::shared ? nullptr : allocate(chunk));
-    if (host_out == nullptr) m.result = result_memory(chunk, outputs);
+    if (host_out == nullptr && !in_place) m.result = result_memory(chunk, outputs);
   }
   copy_waits reads[2] = {copy_waits(run, step), copy_waits(run, step)};
   copy_waits writes[2] = {copy_waits(run, step), copy_waits(run, step)};
@@ -141,17 +153,19 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
     const auto from = [&](std::size_t k) -> const void* {
       return m.inputs[k] ? m.inputs[k].get() : static_cast<const std::byte*>(inputs[k].data()) + at;
     };
-    // The result is built apart from every array, so an output that is also an input is read first.
-    void* acc = host_out != nullptr ? static_cast<std::byte*>(host_out) + at : m.result.get();
-    std::memcpy(acc, from(0), n);
+    void* acc = in_place              ? outputs[*in_place].sub_bytes(at, n).data()
+                : host_out != nullptr ? static_cast<std::byte*>(host_out) + at
+                                      : m.result.get();
+    if (acc != from(0)) std::memcpy(acc, from(0), n);
     for (std::size_t k = 1; k < inputs.size(); ++k)
       op.on_host(acc, from(k), n / op.element);
     for (const auto& o : outputs) {
       const auto part = o.sub_bytes(at, n);
+      if (part.data() == acc) continue; // built there
       if (o.memory() == array_memory::shared)
         std::memcpy(part.data(), acc, n);
       else
-        part.start_write(acc, writes[c % 2].track(o, m.result));
+        part.start_write(acc, writes[c % 2].track(o, in_place ? std::shared_ptr<void>(keep_result) : m.result));
     }
   }
   writes[0].wait();
