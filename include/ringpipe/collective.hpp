@@ -4,11 +4,16 @@
 // operation given as OpenCL C. Each call blocks until every device has its result, or throws the
 // first failure or timeout, naming the device; nothing it started is still running then.
 //
-// Paths (src/coord/): arrays all in shared memory of CPU devices, up to one_shot_bytes, are
-// combined by the calling thread in one pass over every input (collective_host.cpp); otherwise
-// each device combines its segment of every input (read in place where it can_access() the peer,
-// copied in otherwise) and the segments are then copied to every device: reduce-scatter +
-// all-gather, so each byte crosses each link the minimum number of times (collective_device.cpp).
+// Paths (src/coord/), chosen per call:
+//   host    arrays in shared memory of CPU devices up to one_shot_bytes: the calling thread combines
+//           them in place in one pass; and links through host memory (an array without shared
+//           memory) when the operation has a host form: the bytes cross the host anyway, so it
+//           combines them there, in chunks (collective_host.cpp)
+//   shared  every array in shared memory of one context: one kernel per device reads its part of
+//           every input in place and writes it to every output (collective_shared.cpp)
+//   devices otherwise: reduce-scatter (device d combines part d of every input, copying in what it
+//           cannot read in place) and all-gather, each device receiving 2(N-1)/N of the array
+//           (collective_device.cpp)
 //
 //   std::vector<ringpipe::device_array<float>> parts = ...;       // one per device, same size
 //   ringpipe::all_reduce(parts, ringpipe::reduction<float>::sum());

@@ -1,6 +1,5 @@
-// The collectives as steps of copies and combines (collective_steps.hpp). Large all-reduces are a
-// reduce-scatter (device d combines segment d of every input) then an all-gather (segment d copied
-// to every other device): each device receives 2(N-1)/N of the array, the minimum.
+// The collectives: validation, the choice of path (collective.hpp says which), and the steps of
+// each (collective_steps.hpp). Broadcast, gather and scatter are copies alone.
 #include "collective_steps.hpp"
 
 #include <cstring>
