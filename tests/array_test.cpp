@@ -242,6 +242,21 @@ TEST_F(Arrays, ABlockingReadThatTimesOutNeverWritesTheCallersMemoryLater) {
   EXPECT_EQ(failed(), 1u) << "the abandoned read did not end as a failed copy";
 }
 
+// A runtime destroyed while a copy runs lets the copy end and its completion run, then exits.
+TEST_F(Arrays, ARuntimeDestroyedWhileACopyRunsDeliversItsCompletion) {
+  std::future<void> done;
+  std::vector<std::uint8_t> back;
+  {
+    runtime own(topology::discover(), runtime_options{2});
+    const auto& d = own.device_at(own.devices().size() - 1);
+    const std::size_t n = std::size_t{32} << 20;
+    device_array<std::uint8_t> a(own, d, n, "a", array_memory::buffer), b(own, d, n, "b", array_memory::buffer);
+    done = async_copy(a, b, boost::asio::use_future);
+  } // arrays and runtime gone, the copy perhaps still running
+  ASSERT_EQ(done.wait_for(0s), std::future_status::ready) << "the runtime returned before the copy's completion ran";
+  EXPECT_NO_THROW(done.get());
+}
+
 TEST_F(Arrays, CopiesCompleteThroughCallbacksAndCoroutines) {
   const auto& d = topo()[0];
   device_array<int> a(rt(), d, 1000, "a"), b(rt(), d, 1000, "b");

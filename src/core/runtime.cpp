@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <future>
 
 namespace ringpipe {
 
@@ -23,6 +24,11 @@ runtime::~runtime() {
   // A copy's completion is posted to io_: let copies in flight end before the threads stop.
   if (!transfers_->drain_and_close(std::chrono::seconds(10)))
     notice("array copies still running after 10 s: their completions will not run");
+  // Completions the drained copies posted run before the threads stop (a waiter gets its result,
+  // not a broken promise): a marker posted after them has run once they have been taken.
+  auto flushed = std::make_shared<std::promise<void>>();
+  boost::asio::post(io_, [flushed] { flushed->set_value(); });
+  flushed->get_future().wait_for(std::chrono::seconds(1));
   work_.reset();
   io_.stop();
   for (auto& t : threads_)

@@ -30,7 +30,6 @@ void test_phases(RINGPIPE_KERNEL_PARAMS, __global rp_barrier_seat* seat, __globa
 // The same for a batched kernel on a device without shared memory: one phase per launch, arriving
 // through the host (rp_barrier_relay). It emits its phase number each phase; the barrier's
 // completion function checks it and records the phase in done[] for the others.
-// 16 bytes: a raw kernel's 4-byte slots came back as zeros from rusticl (Mesa 22.3) here.
 typedef struct { uint phase, pad[3]; } rp_phase_msg;
 RP_DECLARE_KERNEL_STATE(test_phases_relayed, 0, 16, RP_KIND_RAW, 4)
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
