@@ -3,7 +3,9 @@
 // memory (kernels of its context, and the host, use it in place) and in a device buffer otherwise.
 // Copies host <-> device and device <-> device take the path choose_copy() gives for the two ends,
 // complete through Asio (callbacks, use_future, coroutines) or block with a timeout, and are
-// counted in runtime::transfers(). A copy keeps both arrays alive until it ends.
+// counted in runtime::transfers(). A copy keeps both arrays alive until it ends. As with Asio's
+// I/O objects, copies started together may run in any order: start one that depends on another
+// from the other's completion (or use the blocking forms).
 //
 //   ringpipe::device_array<float> a(rt, rt.device_at(0), n, "a");
 //   a.write(host_values);                                         // blocking, timed
