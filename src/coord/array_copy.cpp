@@ -59,8 +59,6 @@ private:
   }
 
   void finish(std::exception_ptr failed) {
-    slots_[0].chunk.reset();
-    slots_[1].chunk.reset();
     service_->count(from_.dev, to_.dev, path_, bytes_, std::chrono::steady_clock::now() - began_, failed != nullptr);
     service_->end_copy([&] { done_(failed); });
   }
@@ -125,6 +123,8 @@ private:
   /// Fills idle chunks and drains full ones until nothing more can start; finishes at the end.
   void step() {
     std::unique_lock lock(mutex_);
+    // Another thread's step may have finished the copy between this one's wake-up and its lock.
+    if (finished_) return;
     for (bool progress = true; progress && !failed_;) {
       progress = false;
       for (auto& s : slots_) {
@@ -152,6 +152,9 @@ private:
     if (busy || finished_ || (!failed_ && drained_ < bytes_)) return;
     finished_ = true;
     auto failed = failed_;
+    // The chunks go back to the pool now, under the lock every step reads them under.
+    slots_[0].chunk.reset();
+    slots_[1].chunk.reset();
     lock.unlock();
     finish(failed);
   }
