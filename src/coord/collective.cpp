@@ -89,20 +89,7 @@ std::exception_ptr collective_run::named(std::string_view step, const device& d,
 }
 
 void collective_run::combine(std::string_view step, const std::vector<combine_task>& tasks, const element_op& op) {
-  std::vector<array_bytes> all;
-  bool small = true;
-  for (const auto& t : tasks) {
-    all.push_back(t.acc);
-    all.insert(all.end(), t.sources.begin(), t.sources.end());
-    small = small && t.acc.size_bytes() <= options_.one_shot_bytes;
-  }
-  if (small && host_reaches(all, op)) {
-    for (const auto& t : tasks) {
-      before(t.acc.dev(), step);
-      combine_on_host(t, op);
-    }
-    return;
-  }
+  // Only the devices path combines this way: an operation with a host form never gets here.
   std::vector<std::unique_ptr<device_combine>> parts;
   parts.reserve(tasks.size());
   for (const auto& t : tasks)

@@ -24,12 +24,6 @@ bool one_shared_context(const std::vector<array_bytes>& arrays) {
   return true;
 }
 
-void combine_on_host(const combine_task& task, const element_op& op) {
-  const std::size_t n = task.acc.size_bytes() / op.element;
-  for (const auto& s : task.sources)
-    op.on_host(task.acc.data(), s.data(), n);
-}
-
 namespace {
 
 /// Waits for copies started in parallel; throws the first failure or the first late one, naming

@@ -31,7 +31,7 @@ public:
 
   /// Copies each pair's first array into its second, all at once.
   void copies(std::string_view step, const std::vector<std::pair<array_bytes, array_bytes>>& pairs);
-  /// Runs each task on its accumulator's device (or the host, where it reaches every array).
+  /// Runs each task on its accumulator's device.
   void combine(std::string_view step, const std::vector<combine_task>& tasks, const element_op& op);
 
   /// Calls options().before_step for `d`; a throw becomes d's failure.
@@ -53,8 +53,6 @@ private:
 /// Whether the calling thread may combine these arrays in place: all in shared memory of CPU
 /// devices, and the operation has a host form.
 bool host_reaches(const std::vector<array_bytes>& arrays, const element_op& op);
-/// acc op= each source, on the calling thread.
-void combine_on_host(const combine_task& task, const element_op& op);
 /// Whether every array lies in shared memory of one context: each device reads the others in place.
 bool one_shared_context(const std::vector<array_bytes>& arrays);
 
