@@ -19,6 +19,7 @@
 //   ringpipe::all_reduce(parts, ringpipe::reduction<float>::sum());
 
 #include <ringpipe/array.hpp>
+#include <ringpipe/opencl_type.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -30,24 +31,6 @@
 #include <vector>
 
 namespace ringpipe {
-
-/// The OpenCL C name of an element type collectives combine.
-template <class T> constexpr std::string_view opencl_type_name() {
-  if constexpr (std::is_same_v<T, std::int32_t>)
-    return "int";
-  else if constexpr (std::is_same_v<T, std::uint32_t>)
-    return "uint";
-  else if constexpr (std::is_same_v<T, std::int64_t>)
-    return "long";
-  else if constexpr (std::is_same_v<T, std::uint64_t>)
-    return "ulong";
-  else if constexpr (std::is_same_v<T, float>)
-    return "float";
-  else if constexpr (std::is_same_v<T, double>)
-    return "double";
-  else
-    static_assert(sizeof(T) == 0, "collectives combine int, uint, long, ulong, float or double elements");
-}
 
 /// The operations collectives know; `custom` is the user's.
 enum class reduce_kind { sum, product, min, max, custom };

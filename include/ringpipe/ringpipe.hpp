@@ -1,8 +1,10 @@
 #pragma once
 // Everything an application uses: devices and the runtime, rings, ring kernels, links, pipelines
-// and their plans and metrics, barriers, device arrays and the transfers between them.
+// and their plans and metrics, barriers, device arrays and the transfers between them, collectives,
+// partitions, parallel_for over devices and the load balancer.
 
 #include <ringpipe/array.hpp>
+#include <ringpipe/balance.hpp>
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/collective.hpp>
 #include <ringpipe/copy_bandwidth.hpp>
@@ -13,6 +15,8 @@
 #include <ringpipe/metrics.hpp>
 #include <ringpipe/mode.hpp>
 #include <ringpipe/occupancy.hpp>
+#include <ringpipe/parallel_for.hpp>
+#include <ringpipe/partition.hpp>
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/placement.hpp>
 #include <ringpipe/plan.hpp>

@@ -65,5 +65,6 @@ void versus_topic(bench_context& c);         // versus.cpp: against a hand-writt
 void barrier_topic(bench_context& c);        // barriers.cpp: barrier phases against std::barrier
 void links_topic(bench_context& c);          // links.cpp: the copy bandwidth matrix against memcpy
 void collectives_topic(bench_context& c);    // collectives.cpp: all-reduce against gathering to the host
+void scaling_topic(bench_context& c);        // scaling.cpp: parallel_for on 1, 2, 3 devices
 
 } // namespace ringpipe::bench

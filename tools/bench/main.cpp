@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
     barrier_topic(c);
     links_topic(c);
     collectives_topic(c);
+    scaling_topic(c);
     write_json(json_path, results);
     return 0;
   } catch (const std::exception& e) {

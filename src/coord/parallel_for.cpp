@@ -1,0 +1,370 @@
+// parallel_for's scheduler: the calling thread hands chunks to devices (keeping `in_flight` queued
+// on each), learns each device's speed from its ended chunks (event callbacks wake it), hands a
+// failed device's chunks to the others, and copies each ended chunk's outputs into place.
+#include "parallel_memory.hpp"
+#include "parallel_run.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+namespace ringpipe {
+namespace detail {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct ended_event {
+  std::size_t chunk;
+  cl_int status;
+  clock_type::time_point at;
+};
+
+struct run_signals {
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::vector<ended_event> ended;
+};
+
+struct callback_ticket {
+  std::shared_ptr<run_signals> signals;
+  std::shared_ptr<run_memory> memory; // the command's memory lives until it ended
+  std::size_t chunk;
+};
+
+void CL_CALLBACK on_event_end(cl_event, cl_int status, void* user) {
+  std::unique_ptr<callback_ticket> ticket(static_cast<callback_ticket*>(user));
+  {
+    std::lock_guard lock(ticket->signals->mutex);
+    ticket->signals->ended.push_back({ticket->chunk, status, clock_type::now()});
+  }
+  ticket->signals->wake.notify_all();
+}
+
+double median(std::deque<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+struct chunk_state {
+  std::size_t lane = 0;
+  index_range range;
+  clock_type::time_point enqueued;
+  std::size_t events_left = 0;
+  cl_int worst = CL_COMPLETE;
+  std::vector<cl::Event> commands; // their profiled run times are the chunk's time
+  bool abandoned = false;          // its enqueue failed: it was handed back at once
+};
+
+struct lane_state {
+  const device* dev = nullptr;
+  cl::CommandQueue queue;
+  cl::Kernel kernel;
+  std::size_t local = 1; // work-group size: chunks are multiples of it (one compiled variant)
+  std::size_t in_flight = 0;
+  std::string failure;
+  clock_type::time_point free_at;
+  std::deque<index_range> own;  // static partitions: its ranges not yet handed out
+  std::vector<cl::Event> setup; // whole-input writes, ended with its first chunk
+  parallel_device_stats stats;
+  bool alive() const { return failure.empty(); }
+};
+
+class scheduler {
+public:
+  scheduler(parallel_speeds& speeds, const parallel_for_options& options, const kernel_source& source, std::size_t n,
+            const std::vector<parallel_arg>& args)
+      : speeds_(speeds), options_(options), source_(source), n_(n), args_(args),
+        signals_(std::make_shared<run_signals>()), start_(clock_type::now()), deadline_(start_ + options.timeout) {}
+
+  parallel_for_report run() {
+    set_up();
+    while (done_ < n_) {
+      hand_out();
+      if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.alive() || l.in_flight; }))
+        fail_all_devices();
+      if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.in_flight != 0; }))
+        throw error(errc::invalid_argument, what() + ": " + std::to_string(n_ - done_) +
+                                                " indices left that no device can take (a scheduler fault)");
+      wait_and_complete();
+    }
+    return report();
+  }
+
+private:
+  std::string what() const { return "parallel_for '" + options_.name + "' (kernel '" + source_.kernel + "')"; }
+  /// Fills every lane's window, the lanes with the fewest chunks queued first (lanes sharing a
+  /// pool take its slots in turn); again while a lane failing handed chunks back.
+  void hand_out() {
+    for (bool again = true; again;) {
+      const auto dead_before =
+          std::count_if(lanes_.begin(), lanes_.end(), [](const lane_state& s) { return !s.alive(); });
+      std::vector<std::size_t> order(lanes_.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return lanes_[a].in_flight < lanes_[b].in_flight; });
+      for (std::size_t l : order)
+        while (lanes_[l].alive() && lanes_[l].in_flight < window() && pool_in_flight(l) < window() && issue(l)) {
+        }
+      again = !returned_.empty() &&
+              std::count_if(lanes_.begin(), lanes_.end(), [](const lane_state& s) { return !s.alive(); }) > dead_before;
+    }
+  }
+
+  /// Chunks queued on every lane whose device runs on the same workers as lane `l`'s (PoCL's CPU
+  /// devices share one pool): more than the window there only makes them compete for the cores.
+  std::size_t pool_in_flight(std::size_t l) const {
+    const std::string& pool = lanes_[l].dev->info().budget_pool;
+    if (pool.empty()) return lanes_[l].in_flight;
+    std::size_t sum = 0;
+    for (const auto& s : lanes_)
+      if (s.dev->info().budget_pool == pool) sum += s.in_flight;
+    return sum;
+  }
+  std::size_t window() const {
+    const auto* d = std::get_if<dynamic_partition>(&options_.partition);
+    return d ? std::max<std::size_t>(1, d->in_flight) : 2;
+  }
+
+  void set_up() {
+    memory_ = std::make_shared<run_memory>(speeds_.lanes, args_, n_, what());
+    std::vector<std::vector<index_range>> own;
+    if (!std::holds_alternative<dynamic_partition>(options_.partition))
+      own = split(options_.partition, n_, speeds_.lanes.size());
+    for (std::size_t l = 0; l < speeds_.lanes.size(); ++l) {
+      lane_state s;
+      s.dev = speeds_.lanes[l];
+      s.stats.device = s.dev->label();
+      s.queue = cl_call("clCreateCommandQueue (parallel_for)", [&] {
+        return cl::CommandQueue(s.dev->context(), s.dev->cl_device(), CL_QUEUE_PROFILING_ENABLE);
+      });
+      s.kernel = cl_call("clCreateKernel (parallel_for)",
+                         [&] { return cl::Kernel(speeds_.programs[l], source_.kernel.c_str()); });
+      s.local = chunk_work_group_size(s.kernel, *s.dev);
+      memory_->bind(l, s.kernel, args_);
+      memory_->write_whole(l, s.queue, s.setup);
+      if (!own.empty()) s.own.assign(own[l].begin(), own[l].end());
+      s.free_at = start_;
+      lanes_.push_back(std::move(s));
+    }
+  }
+
+  /// Items per second of lane `l`: the median of its recent chunks, or its compute units scaled
+  /// by the lanes that were measured.
+  double rate(std::size_t l) const {
+    const auto& mine = speeds_.items_per_second[lanes_[l].dev->index()];
+    if (!mine.empty()) return median(mine);
+    std::deque<double> ratios;
+    for (const auto& s : lanes_)
+      if (const auto& m = speeds_.items_per_second[s.dev->index()]; !m.empty())
+        ratios.push_back(median(m) / std::max(1u, s.dev->info().compute_units));
+    const double cu = std::max(1u, lanes_[l].dev->info().compute_units);
+    return ratios.empty() ? cu : cu * median(ratios);
+  }
+
+  std::size_t dynamic_chunk(std::size_t l, const dynamic_partition& d) const {
+    double total = 0;
+    for (std::size_t k = 0; k < lanes_.size(); ++k)
+      if (lanes_[k].alive()) total += rate(k);
+    const double share = rate(l) / total;
+    const std::size_t remaining = n_ - next_;
+    const bool measured = !speeds_.items_per_second[lanes_[l].dev->index()].empty();
+    // Unmeasured: a small first chunk, to learn from. Then guided: a share of what is left,
+    // divided by the chunks it keeps queued, so chunks shrink and the devices end together.
+    const double want =
+        measured ? static_cast<double>(remaining) * share / static_cast<double>(window())
+                 : static_cast<double>(n_) * share / static_cast<double>(std::max<std::size_t>(1, d.first_chunks));
+    const std::size_t local = lanes_[l].local;
+    const std::size_t size = std::max(std::max<std::size_t>(1, d.min_chunk), static_cast<std::size_t>(want));
+    return std::min(remaining, std::max(local, size / local * local));
+  }
+
+  bool next_range(std::size_t l, index_range& r) {
+    if (!returned_.empty()) {
+      r = returned_.front();
+      returned_.pop_front();
+      return true;
+    }
+    if (const auto* d = std::get_if<dynamic_partition>(&options_.partition)) {
+      if (next_ == n_) return false;
+      r = {next_, next_ + dynamic_chunk(l, *d)};
+      next_ = r.last;
+      return true;
+    }
+    if (lanes_[l].own.empty()) return false;
+    r = lanes_[l].own.front();
+    lanes_[l].own.pop_front();
+    return true;
+  }
+
+  /// Hands lane `l` its next chunk; false when there is none for it.
+  bool issue(std::size_t l) {
+    lane_state& s = lanes_[l];
+    index_range r;
+    if (!next_range(l, r)) return false;
+    const std::size_t id = chunks_.size();
+    chunk_state started;
+    started.lane = l, started.range = r, started.enqueued = clock_type::now();
+    chunks_.push_back(std::move(started));
+    try {
+      if (options_.before_chunk) options_.before_chunk(*s.dev, r);
+      std::vector<cl::Event> events = std::move(s.setup);
+      s.setup.clear();
+      memory_->write_chunk(l, s.queue, r, events);
+      cl::Event ran;
+      cl_call("clEnqueueNDRangeKernel (parallel_for)", [&] {
+        s.queue.enqueueNDRangeKernel(s.kernel, cl::NDRange(r.first), cl::NDRange(r.size()), cl::NullRange, nullptr,
+                                     &ran);
+      });
+      events.push_back(std::move(ran));
+      memory_->read_chunk(l, s.queue, r, events);
+      s.queue.flush();
+      chunks_[id].events_left = events.size();
+      for (auto& e : events)
+        watch(e, id);
+      chunks_[id].commands = std::move(events);
+      ++s.in_flight;
+    } catch (...) {
+      chunks_[id].abandoned = true;
+      returned_.push_front(r);
+      fail_lane(l, failure_text(std::current_exception(), r));
+      return false;
+    }
+    return true;
+  }
+
+  void watch(cl::Event& e, std::size_t id) {
+    auto* ticket = new callback_ticket{signals_, memory_, id};
+    if (const cl_int err = clSetEventCallback(e(), CL_COMPLETE, on_event_end, ticket); err != CL_SUCCESS) {
+      delete ticket;
+      throw_opencl_error(err, "clSetEventCallback (parallel_for)");
+    }
+  }
+
+  static std::string failure_text(const std::exception_ptr& e, index_range r) {
+    std::string why;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      why = x.what();
+    } catch (...) {
+      why = "an unknown exception";
+    }
+    return "chunk [" + std::to_string(r.first) + ", " + std::to_string(r.last) + "): " + why;
+  }
+
+  void fail_lane(std::size_t l, const std::string& why) {
+    lane_state& s = lanes_[l];
+    if (!s.alive()) return;
+    s.failure = why;
+    s.stats.failure = why;
+    for (const auto& r : s.own) // a static lane's ranges go to the others
+      returned_.push_back(r);
+    s.own.clear();
+  }
+
+  void wait_and_complete() {
+    std::vector<ended_event> ended;
+    {
+      std::unique_lock lock(signals_->mutex);
+      if (!signals_->wake.wait_until(lock, deadline_, [&] { return !signals_->ended.empty(); })) late();
+      ended.swap(signals_->ended);
+    }
+    for (const auto& e : ended)
+      end_event(e);
+  }
+
+  void end_event(const ended_event& e) {
+    chunk_state& c = chunks_[e.chunk];
+    if (c.abandoned) return;
+    c.worst = std::min(c.worst, e.status);
+    if (--c.events_left != 0) return;
+    lane_state& s = lanes_[c.lane];
+    --s.in_flight;
+    const double seconds =
+        profiled_seconds(c.commands, std::chrono::duration<double>(e.at - std::max(c.enqueued, s.free_at)).count());
+    s.free_at = e.at;
+    chunk_record rec{c.lane, c.range, e.chunk, seconds, c.worst < 0};
+    records_.push_back(rec);
+    if (c.worst < 0) {
+      returned_.push_back(c.range);
+      fail_lane(c.lane, "chunk [" + std::to_string(c.range.first) + ", " + std::to_string(c.range.last) +
+                            "): a command failed with " + opencl_error_name(c.worst));
+      return;
+    }
+    memory_->deliver(c.lane, c.range, args_);
+    done_ += c.range.size();
+    s.stats.items += c.range.size();
+    ++s.stats.chunks;
+    s.stats.busy_seconds += seconds;
+    if (seconds > 0) {
+      auto& window = speeds_.items_per_second[s.dev->index()];
+      window.push_back(static_cast<double>(c.range.size()) / seconds);
+      const auto* d = std::get_if<dynamic_partition>(&options_.partition);
+      while (window.size() > (d ? std::max<std::size_t>(1, d->speed_window) : 5))
+        window.pop_front();
+    }
+  }
+
+  [[noreturn]] void late() const {
+    std::string busy;
+    for (const auto& c : chunks_)
+      if (!c.abandoned && c.events_left != 0)
+        busy += (busy.empty() ? "" : ", ") + lanes_[c.lane].dev->label() + " [" + std::to_string(c.range.first) + ", " +
+                std::to_string(c.range.last) + ")";
+    throw error(errc::timeout, what() + ": not done after " + std::to_string(options_.timeout.count()) + " ms (" +
+                                   std::to_string(done_) + " of " + std::to_string(n_) + " indices done" +
+                                   (busy.empty() ? "" : "; still running: " + busy) + ")");
+  }
+
+  [[noreturn]] void fail_all_devices() const {
+    std::string why;
+    for (const auto& s : lanes_)
+      why += "\n  " + s.dev->label() + ": " + s.failure;
+    throw error(errc::device_failed, what() + ": every device failed, " + std::to_string(n_ - done_) + " of " +
+                                         std::to_string(n_) + " indices not done:" + why);
+  }
+
+  parallel_for_report report() {
+    parallel_for_report r;
+    r.name = options_.name;
+    r.partition = describe(options_.partition);
+    r.items = n_;
+    r.seconds = std::chrono::duration<double>(clock_type::now() - start_).count();
+    for (const auto& s : lanes_) {
+      r.devices.push_back(s.stats);
+      r.devices.back().items_per_second = median(speeds_.items_per_second[s.dev->index()]);
+    }
+    r.chunks = std::move(records_);
+    return r;
+  }
+
+  parallel_speeds& speeds_;
+  const parallel_for_options& options_;
+  const kernel_source& source_;
+  std::size_t n_;
+  const std::vector<parallel_arg>& args_;
+  std::shared_ptr<run_signals> signals_;
+  std::shared_ptr<run_memory> memory_;
+  clock_type::time_point start_, deadline_;
+  std::vector<lane_state> lanes_;
+  std::vector<chunk_state> chunks_;
+  std::vector<chunk_record> records_;
+  std::deque<index_range> returned_;
+  std::size_t next_ = 0, done_ = 0;
+};
+
+} // namespace
+
+parallel_for_report run_parallel(parallel_speeds& speeds, const parallel_for_options& options,
+                                 const kernel_source& source, std::size_t n, const std::vector<parallel_arg>& args) {
+  return scheduler(speeds, options, source, n, args).run();
+}
+
+} // namespace detail
+} // namespace ringpipe

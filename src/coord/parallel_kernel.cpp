@@ -1,0 +1,118 @@
+// parallel_kernel: the kernel built for every device of its runs (build errors before anything
+// runs), arguments checked against it, and the report.
+#include "parallel_run.hpp"
+
+#include <ringpipe/program.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+namespace ringpipe {
+namespace {
+
+using kind = detail::parallel_arg::kind;
+
+std::string kind_name(kind k) {
+  switch (k) {
+  case kind::value: return "value";
+  case kind::per_device: return "per_device";
+  case kind::chunk_input: return "input";
+  case kind::whole_input: return "whole_input";
+  case kind::output: return "output";
+  }
+  return "?";
+}
+
+} // namespace
+
+parallel_kernel::parallel_kernel(runtime& rt, kernel_source source, parallel_for_options options)
+    : rt_(rt), source_(std::move(source)), options_(std::move(options)),
+      speeds_(std::make_unique<detail::parallel_speeds>()) {
+  const std::string what = "parallel_for '" + options_.name + "'";
+  if (options_.devices.empty())
+    for (std::size_t i = 0; i < rt.devices().size(); ++i)
+      options_.devices.push_back(i);
+  if (options_.devices.empty()) throw error(errc::no_device, what + ": the runtime has no device");
+  for (std::size_t i : options_.devices) {
+    if (i >= rt.devices().size())
+      throw error(errc::invalid_argument, what + ": no device " + std::to_string(i) + " (the runtime has " +
+                                              std::to_string(rt.devices().size()) + ")");
+    for (const device* d : speeds_->lanes)
+      if (d->index() == i) throw error(errc::invalid_argument, what + ": device " + std::to_string(i) + " named twice");
+    speeds_->lanes.push_back(&rt.device_at(i));
+  }
+  if (options_.timeout.count() <= 0) throw error(errc::invalid_argument, what + ": the timeout must be > 0");
+  if (!std::holds_alternative<dynamic_partition>(options_.partition))
+    (void)split(options_.partition, 0, speeds_->lanes.size()); // a bad partition is refused here, naming it
+  const std::string file = source_.file.empty() ? "kernel " + source_.kernel : source_.file;
+  const std::string text = resolve_includes(source_.source, file);
+  for (const device* d : speeds_->lanes) {
+    std::string build = base_build_options(*d);
+    if (!source_.build_options.empty()) build += " " + source_.build_options;
+    auto program = d->programs().get(*d, text, build, what + " kernel '" + source_.kernel + "'");
+    cl_kernel probe = clCreateKernel(program(), source_.kernel.c_str(), nullptr);
+    if (probe == nullptr)
+      throw error(errc::invalid_argument,
+                  what + ": " + file + " has no kernel named '" + source_.kernel + "' (for " + d->label() + ")");
+    clReleaseKernel(probe);
+    speeds_->programs.push_back(std::move(program));
+  }
+}
+
+parallel_kernel::~parallel_kernel() = default;
+
+parallel_for_report parallel_kernel::run_erased(std::size_t n, std::vector<detail::parallel_arg> args) {
+  const std::string what = "parallel_for '" + options_.name + "' (kernel '" + source_.kernel + "')";
+  cl_uint takes = 0;
+  cl::Kernel k(speeds_->programs.front(), source_.kernel.c_str());
+  clGetKernelInfo(k(), CL_KERNEL_NUM_ARGS, sizeof takes, &takes, nullptr);
+  if (takes != args.size())
+    throw error(errc::invalid_argument, what + " takes " + std::to_string(takes) + " arguments; run() was given " +
+                                            std::to_string(args.size()));
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    const std::string arg = what + ": argument " + std::to_string(i) + " (" + kind_name(a.how) + ")";
+    if ((a.how == kind::chunk_input || a.how == kind::output) && a.count != n)
+      throw error(errc::invalid_argument,
+                  arg + " holds " + std::to_string(a.count) + " elements; the range has " + std::to_string(n));
+    if (a.how == kind::per_device && a.count != speeds_->lanes.size())
+      throw error(errc::invalid_argument, arg + " holds " + std::to_string(a.count) + " values for " +
+                                              std::to_string(speeds_->lanes.size()) + " devices");
+  }
+  std::lock_guard one(speeds_->one_run_at_a_time);
+  if (n == 0) {
+    parallel_for_report r;
+    r.name = options_.name;
+    r.partition = describe(options_.partition);
+    for (const device* d : speeds_->lanes)
+      r.devices.push_back({d->label(), 0, 0, 0, 0, {}});
+    return r;
+  }
+  return detail::run_parallel(*speeds_, options_, source_, n, args);
+}
+
+double parallel_for_report::share(std::size_t device) const noexcept {
+  if (device >= devices.size() || items == 0) return 0;
+  return static_cast<double>(devices[device].items) / static_cast<double>(items);
+}
+
+std::string parallel_for_report::table() const {
+  std::ostringstream s;
+  char line[320];
+  std::snprintf(line, sizeof line, "%s: %zu indices, %s partition, %.3f ms\n", name.c_str(), items, partition.c_str(),
+                seconds * 1e3);
+  s << line;
+  std::snprintf(line, sizeof line, "  %-44s %10s %7s %7s %10s %14s\n", "device", "items", "share", "chunks", "busy ms",
+                "items/s");
+  s << line;
+  for (std::size_t d = 0; d < devices.size(); ++d) {
+    const auto& x = devices[d];
+    std::snprintf(line, sizeof line, "  %-44.44s %10zu %6.1f%% %7zu %10.3f %14.4g\n", x.device.c_str(), x.items,
+                  100 * share(d), x.chunks, x.busy_seconds * 1e3, x.items_per_second);
+    s << line;
+    if (!x.failure.empty()) s << "    failed: " << x.failure << "\n";
+  }
+  return s.str();
+}
+
+} // namespace ringpipe

@@ -1,0 +1,37 @@
+#pragma once
+// Between parallel_kernel (built programs, validation, reports) and its scheduler (one run).
+
+#include <ringpipe/parallel_for.hpp>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace ringpipe::detail {
+
+/// What a parallel_kernel keeps between runs: its devices, their programs, and their speeds.
+struct parallel_speeds {
+  std::mutex one_run_at_a_time;
+  std::vector<const device*> lanes;
+  std::vector<cl::Program> programs;
+  std::map<std::size_t, std::deque<double>> items_per_second; // per device index: recent chunks
+};
+
+/// Enqueues a chunk's launches: the whole work-groups of `local` (one compiled variant for every
+/// chunk), then any remainder with the implementation's choice (the range's last chunk, or a
+/// static partition's ranges).
+void launch_chunk(cl::CommandQueue& queue, cl::Kernel& kernel, std::size_t local, index_range r,
+                  std::vector<cl::Event>& events);
+/// A power of two up to 64 on CPUs (256 elsewhere) that the kernel allows on the device.
+std::size_t chunk_work_group_size(const cl::Kernel& kernel, const device& dev);
+/// Seconds the device spent on `commands` (profiled: queueing behind other work and first-launch
+/// compiles left out), or `wall` where profiling says nothing useful (rusticl's llvmpipe can
+/// report near-zero command times).
+double profiled_seconds(const std::vector<cl::Event>& commands, double wall);
+
+/// One run over [0, n) (arguments already checked); throws on timeout or when every device failed.
+parallel_for_report run_parallel(parallel_speeds& speeds, const parallel_for_options& options,
+                                 const kernel_source& source, std::size_t n, const std::vector<parallel_arg>& args);
+
+} // namespace ringpipe::detail

@@ -1,0 +1,240 @@
+// parallel_for and parallel_map over every device of the environment (PoCL, PoCL x2, PoCL x2 +
+// rusticl): results equal a host reference for every partition and awkward sizes, every index
+// runs in exactly one chunk that did not fail, a slow device's share shrinks within three
+// chunks, a device that fails hands its chunks to the others and is named, and bad calls are
+// refused before anything runs.
+#include "device_fixture.hpp"
+
+#include <ringpipe/parallel_for.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+using ringpipe::testing::expect_error;
+
+namespace {
+
+// y[i] = a * x[i] + y0[i] + delay-loop noise that leaves the value alone.
+const char* const saxpy_source = R"(
+__kernel void saxpy(__global const float* x, __global const float* y0, __global float* y, float a, uint delay) {
+  const size_t i = get_global_id(0);
+  float v = a * x[i] + y0[i];
+  float z = 0.0f;
+  for (uint k = 0; k < delay; ++k) z = z * 0.5f + 1.0f;
+  y[i] = v + (z > 1e30f ? 1.0f : 0.0f);
+}
+// Reads neighbours from a whole input: a 3-point sum with the ends clamped.
+__kernel void smooth(__global const int* all, __global int* out, ulong n) {
+  const size_t i = get_global_id(0);
+  const int left = all[i == 0 ? 0 : i - 1], right = all[i + 1 == n ? i : i + 1];
+  out[i] = left + all[i] + right;
+}
+)";
+
+class ParallelFor : public ringpipe::testing::device_test {
+protected:
+  static std::vector<float> ramp(std::size_t n, float scale) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = scale * static_cast<float>(i % 1000);
+    return v;
+  }
+  static void expect_saxpy(const std::vector<float>& x, const std::vector<float>& y0, const std::vector<float>& y,
+                           float a, const std::string& what) {
+    for (std::size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(y[i], a * x[i] + y0[i]) << what << ": index " << i;
+  }
+  /// Every index in exactly one chunk that ended well; failed chunks ran again elsewhere.
+  static void expect_exactly_once(const parallel_for_report& r, std::size_t n) {
+    std::vector<int> seen(n);
+    for (const auto& c : r.chunks)
+      if (!c.failed)
+        for (std::size_t i = c.range.first; i < c.range.last; ++i)
+          ++seen[i];
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(seen[i], 1) << "index " << i << "\n" << r.table();
+  }
+};
+
+TEST_F(ParallelFor, EqualsTheHostReferenceForEveryPartition) {
+  const std::size_t devices = topo().size();
+  std::vector<double> weights;
+  for (std::size_t d = 0; d < devices; ++d)
+    weights.push_back(static_cast<double>(d + 1));
+  const partitioner partitions[] = {dynamic_partition{}, block_partition{}, cyclic_partition{4096},
+                                    weighted_partition{weights}};
+  for (const auto& how : partitions)
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{100003}, std::size_t{1} << 20}) {
+      const auto x = ramp(n, 0.5f), y0 = ramp(n, 2.0f);
+      std::vector<float> y(n, -1.0f);
+      parallel_for_options o;
+      o.name = describe(how);
+      o.partition = how;
+      const auto r = parallel_for(rt(), {saxpy_source, "saxpy"}, o, n, input(x), input(y0), output(y), 3.0f, 0u);
+      expect_saxpy(x, y0, y, 3.0f, o.name + " n=" + std::to_string(n));
+      expect_exactly_once(r, n);
+      EXPECT_EQ(r.devices.size(), devices);
+    }
+}
+
+TEST_F(ParallelFor, WholeInputsAndEmptyRanges) {
+  const std::size_t n = 50001;
+  std::vector<int> all(n);
+  for (std::size_t i = 0; i < n; ++i)
+    all[i] = static_cast<int>(i * 7 % 1013);
+  std::vector<int> out(n);
+  parallel_kernel k(rt(), {saxpy_source, "smooth"});
+  k.run(n, whole_input(all), output(out), cl_ulong(n));
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], all[i == 0 ? 0 : i - 1] + all[i] + all[i + 1 == n ? i : i + 1]) << i;
+  std::vector<int> none;
+  const auto r = k.run(0, whole_input(all), output(none), cl_ulong(0));
+  EXPECT_EQ(r.items, 0u);
+}
+
+TEST_F(ParallelFor, ParallelMapAppliesAnOpenClFunction) {
+  const std::size_t n = 300007;
+  std::vector<float> in(n), out(n);
+  for (std::size_t i = 0; i < n; ++i)
+    in[i] = static_cast<float>(i % 4096) * 0.25f;
+  parallel_map<float, float>(rt(), "float square(float v) { return v * v; }", "square", in, out);
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], in[i] * in[i]) << i;
+}
+
+TEST_F(ParallelFor, ASlowDevicesShareShrinksWithinThreeChunks) {
+  // Two devices with their own threads (PoCL and rusticl): the host shares its cores between them
+  // fairly. Two PoCL devices share one pool of workers instead, where a slow device's work-groups
+  // hold up the fast one's and the fast one measures slow too.
+  const auto pocl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_pocl);
+  const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
+  if (!pocl || !rusticl) GTEST_SKIP() << "needs PoCL and rusticl (RUSTICL_ENABLE=llvmpipe)";
+  const std::size_t n = std::size_t{1} << 20;
+  const auto x = ramp(n, 1.0f), y0 = ramp(n, 1.0f);
+  std::vector<float> y(n);
+  parallel_for_options o;
+  o.devices = {*pocl, *rusticl};
+  o.partition = dynamic_partition{.min_chunk = 64};
+  const std::vector<cl_uint> delay = {0u, 300u}; // rusticl does 300 more steps per index
+  const auto r = parallel_for(rt(), {saxpy_source, "saxpy"}, o, n, input(x), input(y0), output(y), 1.0f,
+                              per_device<cl_uint>{delay});
+  expect_saxpy(x, y0, y, 1.0f, "slow device");
+  expect_exactly_once(r, n);
+  EXPECT_LT(r.share(1), r.share(0)) << r.table();
+  // The slow device's third chunk (handed out when its first ended, so sized from a measurement)
+  // against the fast device's chunk handed out just before it, from more work: with equal
+  // speeds that one would be about the same size, not twice as large.
+  auto issued = r.chunks;
+  std::sort(issued.begin(), issued.end(), [](const auto& a, const auto& b) { return a.issued < b.issued; });
+  std::size_t slow_seen = 0, slow_third = 0, fast_before = 0;
+  for (const auto& c : issued) {
+    if (c.device == 0 && slow_seen < 3) fast_before = c.range.size();
+    if (c.device == 1 && ++slow_seen == 3) slow_third = c.range.size();
+  }
+  ASSERT_GE(slow_seen, 3u) << r.table();
+  EXPECT_LT(2 * slow_third, fast_before) << "the slow device's third chunk\n" << r.table();
+}
+
+TEST_F(ParallelFor, AFailedDeviceHandsItsChunksToTheOthers) {
+  if (topo().size() < 2) GTEST_SKIP() << "one device here: run with POCL_DEVICES=\"pthread pthread\"";
+  const std::size_t n = 200000;
+  const auto x = ramp(n, 1.0f), y0 = ramp(n, 3.0f);
+  for (const partitioner& how : {partitioner(dynamic_partition{}), partitioner(cyclic_partition{10000})}) {
+    std::vector<float> y(n);
+    parallel_for_options o;
+    o.partition = how;
+    o.timeout = 20s;
+    int chunks_on_one = 0;
+    o.before_chunk = [&](const device& d, index_range) {
+      if (d.index() == topo().size() - 1 && ++chunks_on_one == 1) throw std::runtime_error("injected fault");
+    };
+    const auto r = parallel_for(rt(), {saxpy_source, "saxpy"}, o, n, input(x), input(y0), output(y), 2.0f, 0u);
+    expect_saxpy(x, y0, y, 2.0f, describe(how) + " with a failed device");
+    expect_exactly_once(r, n);
+    EXPECT_NE(r.devices.back().failure.find("injected fault"), std::string::npos) << r.table();
+    EXPECT_NE(r.table().find("failed: chunk ["), std::string::npos) << r.table();
+  }
+}
+
+TEST_F(ParallelFor, EveryDeviceFailingThrowsNamingThem) {
+  const std::size_t n = 1000;
+  const auto x = ramp(n, 1.0f);
+  std::vector<float> y(n);
+  parallel_for_options o;
+  o.name = "doomed";
+  o.before_chunk = [](const device&, index_range) { throw std::runtime_error("injected fault"); };
+  expect_error(
+      [&] {
+        parallel_for(rt(), {saxpy_source, "saxpy"}, o, n, input(x), input(x), output(y), 1.0f, 0u);
+      },
+      make_error_code(errc::device_failed),
+      {"parallel_for 'doomed'", "every device failed", "injected fault", topo()[0].label()},
+      "a run where every device failed returned");
+}
+
+TEST_F(ParallelFor, ATimeoutNamesTheRunningDevice) {
+  const std::size_t n = 64;
+  const auto x = ramp(n, 1.0f);
+  std::vector<float> y(n);
+  parallel_for_options o;
+  o.name = "slow";
+  o.timeout = 100ms;
+  o.devices = {0};
+  const auto start = std::chrono::steady_clock::now();
+  // About a second of work per index on one device: late after 100 ms.
+  expect_error(
+      [&] {
+        parallel_for(rt(), {saxpy_source, "saxpy"}, o, n, input(x), input(x), output(y), 1.0f, 20000000u);
+      },
+      make_error_code(errc::timeout), {"parallel_for 'slow'", "not done after 100 ms", topo()[0].label()},
+      "a late run returned");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1100ms);
+}
+
+TEST_F(ParallelFor, BadCallsAreRefusedBeforeAnythingRuns) {
+  const std::vector<float> x(10);
+  std::vector<float> y(10), short_y(9);
+  const auto invalid = make_error_code(errc::invalid_argument);
+  parallel_kernel k(rt(), {saxpy_source, "saxpy"});
+  expect_error([&] { k.run(10, input(x), output(y)); }, invalid, {"takes 5 arguments", "given 2"}, "wrong count");
+  expect_error([&] { k.run(10, input(x), input(x), output(short_y), 1.0f, 0u); }, invalid,
+               {"argument 2 (output) holds 9 elements", "range has 10"}, "short output");
+  expect_error(
+      [&] {
+        k.run(10, input(x), input(x), output(y), 1.0f, per_device<cl_uint>{{1, 2, 3, 4, 5}});
+      },
+      invalid, {"argument 4 (per_device) holds 5 values"}, "per_device count");
+  expect_error(
+      [&] {
+        parallel_kernel(rt(), {saxpy_source, "no_such_kernel", "", "my_kernels.cl"});
+      },
+      invalid, {"my_kernels.cl has no kernel named 'no_such_kernel'"}, "missing kernel");
+  parallel_for_options o;
+  o.devices = {99};
+  expect_error([&] { parallel_kernel(rt(), {saxpy_source, "saxpy"}, o); }, invalid, {"no device 99"}, "device 99");
+  try {
+    parallel_kernel(rt(),
+                    {"__kernel void broken(__global int* p) {\n  p[0] = undeclared;\n}\n", "broken", "", "broken.cl"});
+    ADD_FAILURE() << "a kernel that does not compile was built";
+  } catch (const build_error& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.cl:2"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ParallelFor, SpeedsCarryOverBetweenRuns) {
+  const std::size_t n = 1 << 18;
+  const auto x = ramp(n, 1.0f);
+  std::vector<float> y(n);
+  parallel_kernel k(rt(), {saxpy_source, "saxpy"});
+  const auto first = k.run(n, input(x), input(x), output(y), 1.0f, 0u);
+  const auto second = k.run(n, input(x), input(x), output(y), 1.0f, 0u);
+  expect_saxpy(x, x, y, 1.0f, "second run");
+  for (std::size_t d = 0; d < first.devices.size(); ++d)
+    if (first.devices[d].chunks > 0) {
+      EXPECT_GT(second.devices[d].items_per_second, 0.0) << second.table();
+    }
+}
+
+} // namespace

@@ -1,0 +1,79 @@
+// Topic `scaling`: a compute-bound parallel_for on 1, 2 and 3 devices (the first k of the
+// runtime's). Efficiency = throughput on k devices / the sum of each device's throughput alone,
+// all measured in this run. On a CPU-only machine every device runs on the same host cores, so
+// the sum of single-device throughputs counts those cores once per device: the speedup over the
+// best single device is reported beside it.
+
+#include "bench.hpp"
+
+namespace ringpipe::bench {
+namespace {
+
+const char* const work_source = R"(
+__kernel void work(__global const float* x, __global float* y, uint steps) {
+  const size_t i = get_global_id(0);
+  float v = x[i];
+  for (uint k = 0; k < steps; ++k) v = v * 0.9999f + 0.5f;
+  y[i] = v;
+}
+)";
+
+/// Items per second: the median of `runs` runs after one warm-up (builds, first-launch compiles).
+double throughput(runtime& rt, const std::vector<std::size_t>& devices, std::size_t n, std::size_t runs,
+                  parallel_for_report* last) {
+  parallel_for_options o;
+  o.name = "scaling";
+  o.devices = devices;
+  parallel_kernel k(rt, {work_source, "work"}, o);
+  std::vector<float> x(n, 1.0f), y(n);
+  const cl_uint steps = 256;
+  k.run(n, input(x), output(y), steps);
+  std::vector<double> rates;
+  for (std::size_t r = 0; r < runs; ++r) {
+    const auto t0 = clock_type::now();
+    auto report = k.run(n, input(x), output(y), steps);
+    rates.push_back(static_cast<double>(n) / seconds_since(t0));
+    if (last) *last = std::move(report);
+  }
+  return percentile(rates, 0.5);
+}
+
+} // namespace
+
+void scaling_topic(bench_context& c) {
+  if (!c.selected("scaling")) return;
+  const std::size_t n = c.s.quick ? (std::size_t{1} << 20) : (std::size_t{1} << 22);
+  const std::size_t runs = c.s.quick ? 3 : 7;
+  const std::size_t count = std::min<std::size_t>(3, c.rt.devices().size());
+  std::vector<double> alone;
+  for (std::size_t d = 0; d < count; ++d) {
+    alone.push_back(throughput(c.rt, {d}, n, runs, nullptr));
+    std::fprintf(stderr, "  scaling alone  %-46.46s %10.3g items/s\n", c.rt.device_at(d).label().c_str(), alone.back());
+  }
+  for (std::size_t k = 1; k <= count; ++k) {
+    std::vector<std::size_t> devices;
+    double sum = 0, best = 0;
+    for (std::size_t d = 0; d < k; ++d) {
+      devices.push_back(d);
+      sum += alone[d];
+      best = std::max(best, alone[d]);
+    }
+    parallel_for_report last;
+    const double rate = throughput(c.rt, devices, n, runs, &last);
+    result r{"scaling.parallel_for", {{"devices", std::to_string(k)}, {"items", std::to_string(n)}}, {}};
+    r.metrics["items_per_s"] = rate;
+    r.metrics["sum_alone_items_per_s"] = sum;
+    r.metrics["efficiency"] = rate / sum;
+    r.metrics["speedup_over_best_alone"] = rate / best;
+    r.metrics["host_cores"] = c.rt.host_cores();
+    for (std::size_t d = 0; d < k; ++d)
+      r.metrics["share_" + std::to_string(d)] = last.share(d);
+    c.results.push_back(r);
+    std::fprintf(stderr,
+                 "  scaling %zu device(s): %10.3g items/s | sum alone %10.3g | efficiency %.2f | x%.2f best alone\n", k,
+                 rate, sum, rate / sum, rate / best);
+    if (c.s.verbose) std::fprintf(stderr, "%s", last.table().c_str());
+  }
+}
+
+} // namespace ringpipe::bench
