@@ -110,6 +110,7 @@ TEST(Balance, ConcurrentSelectionAndCompletion) {
   ringpipe::load_balancer lb({1.0, 2.0, 1.0});
   constexpr int per_thread = 20000;
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&lb, t] {
       std::mt19937 rng(static_cast<unsigned>(t));

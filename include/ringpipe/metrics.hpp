@@ -21,6 +21,8 @@ enum class stage_kind {
   inlet,  ///< a ring the application pushes into
   outlet, ///< a ring the application pops from
   mover,  ///< inserted by the runtime: a staged copy, a merge into or a split out of a kernel
+  dealer, ///< a farm's input side: queues per replica, stealing
+  merger, ///< a farm's output side: results back in order
 };
 std::string_view to_string(stage_kind k) noexcept;
 
@@ -37,6 +39,8 @@ struct stage_metrics {
   std::uint32_t queue_high_water = 0;
   double busy_s = 0;          ///< host stages: time spent in the stage's function
   std::uint64_t launches = 0; ///< kernels: launches (1 for persistent; relaunches for parked/batched)
+  std::uint64_t steals = 0;   ///< farm dealers: times a dry replica took from another's queue
+  std::uint64_t stolen = 0;   ///< farm dealers: items those steals moved
 };
 
 struct link_metrics {

@@ -43,6 +43,10 @@ struct parallel_for_options {
   partitioner partition = dynamic_partition{};
   std::vector<std::size_t> devices = {}; ///< positions in runtime::devices(); empty: every device
   std::chrono::milliseconds timeout{60000};
+  /// CPU devices run on the host's cores, whatever their platform: chunks then go to the fastest
+  /// of them rather than to all at once (which only makes them compete). false where they have
+  /// cores of their own (sub-devices partitioned by cores, another socket).
+  bool cpu_devices_share_cores = true;
   /// Called on the calling thread before each chunk is enqueued on a device; a throw fails that
   /// device (its chunks go to the others). For tests and fault injection.
   std::function<void(const device&, index_range)> before_chunk = nullptr;
@@ -55,6 +59,7 @@ struct chunk_record {
   std::size_t issued = 0; ///< order in which chunks were handed out
   double seconds = 0;     ///< from when the device could start it to its end
   bool failed = false;
+  bool measuring = false; ///< dynamic: handed out while some device's speed was not yet known
 };
 
 struct parallel_device_stats {
@@ -147,7 +152,6 @@ public:
 
 private:
   parallel_for_report run_erased(std::size_t n, std::vector<detail::parallel_arg> args);
-  runtime& rt_;
   kernel_source source_;
   parallel_for_options options_;
   std::unique_ptr<detail::parallel_speeds> speeds_;

@@ -12,6 +12,7 @@
 //   p.run(); // or start() ... wait()
 
 #include <ringpipe/detail/host_function.hpp>
+#include <ringpipe/farm.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/metrics.hpp>
 #include <ringpipe/placement.hpp>
@@ -107,8 +108,11 @@ template <class T> struct output_port { std::size_t stage; };
 /// A declared stage; its ports are what connect() takes.
 template <class In, class Out> struct stage_ref {
   std::size_t id;
+  std::size_t out_id = static_cast<std::size_t>(-1); ///< where output leaves when not `id` (a farm's merger)
   input_port<In> in() const requires(!std::is_same_v<In, no_message>) { return {id}; }
-  output_port<Out> out() const requires(!std::is_same_v<Out, no_message>) { return {id}; }
+  output_port<Out> out() const requires(!std::is_same_v<Out, no_message>) {
+    return {out_id == static_cast<std::size_t>(-1) ? id : out_id};
+  }
 };
 
 namespace detail {
@@ -135,6 +139,12 @@ public:
   /// A ring kernel (no_message for a side without a ring: kernel sources and sinks).
   template <class In, class Out>
   stage_ref<In, Out> add_kernel(std::string name, kernel_spec spec, placement where = {}, kernel_options options = {});
+  /// A farm (farm.hpp): the kernel `spec` replicated on several devices, fed from per-replica
+  /// queues with work stealing, results merged (in order unless told otherwise). Its stages are
+  /// "name:deal", "name@0".. (one kernel per device) and "name:merge"; connect to it
+  /// through the returned ref, or by name to "name:deal.in" and from "name:merge.out".
+  template <class In, class Out>
+  stage_ref<In, Out> add_farm(std::string name, kernel_spec spec, farm_options farm = {}, kernel_options options = {});
   /// A host function consuming every message.
   template <class In, class Fn> stage_ref<In, no_message> add_sink(std::string name, Fn fn);
   // The same per batch: spans of up to pipeline_options::staging_batch messages, in order (shorter
@@ -208,6 +218,10 @@ private:
   void set_transform(std::size_t id, detail::transform_run fn);
   void set_consume(std::size_t id, detail::consume_run fn);
   void set_kernel(std::size_t id, kernel_spec spec, placement where, kernel_options options);
+  /// Declares a farm's stages and connections; returns its dealer's and its merger's ids.
+  std::pair<std::size_t, std::size_t> add_farm_stages(const std::string& name, const message_type& in,
+                                                      const message_type& out, const kernel_spec& spec,
+                                                      farm_options farm, kernel_options options);
   void connect_ids(std::size_t from, std::size_t to, link_options options);
   void set_fan_out_id(std::size_t stage, fan_out policy);
   std::shared_ptr<ring_buffer> port_ring(const std::string& name, const message_type& type, bool inlet);
@@ -262,6 +276,15 @@ stage_ref<In, Out> pipeline::add_kernel(std::string name, kernel_spec spec, plac
   const auto id = add_stage(std::move(name), stage_kind::kernel, message_type::of<In>(), message_type::of<Out>());
   set_kernel(id, std::move(spec), where, options);
   return {id};
+}
+
+template <class In, class Out>
+stage_ref<In, Out> pipeline::add_farm(std::string name, kernel_spec spec, farm_options farm, kernel_options options) {
+  static_assert(!std::is_same_v<In, no_message> && !std::is_same_v<Out, no_message>,
+                "a farm takes items and returns results");
+  const auto [deal, merge] =
+      add_farm_stages(name, message_type::of<In>(), message_type::of<Out>(), spec, std::move(farm), options);
+  return {deal, merge};
 }
 
 template <class In, class Fn> stage_ref<In, no_message> pipeline::add_sink(std::string name, Fn fn) {

@@ -86,7 +86,7 @@ double load_balancer::speed(std::size_t device) const {
   for (const auto& o : slots_)
     if (const double m = o->measured.load(); m > 0) ratios.push_back(m / o->capability);
   if (ratios.empty()) return s.capability;
-  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+  std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
   return s.capability * ratios[ratios.size() / 2];
 }
 
@@ -115,7 +115,7 @@ void load_balancer::report_completion(std::size_t device, std::chrono::nanosecon
   while (s.samples.size() > options_.speed_window)
     s.samples.pop_front();
   std::vector<double> sorted(s.samples.begin(), s.samples.end());
-  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
   s.measured.store(sorted[sorted.size() / 2]);
 }
 

@@ -1,6 +1,7 @@
 // parallel_for's scheduler: the calling thread hands chunks to devices (keeping `in_flight` queued
 // on each), learns each device's speed from its ended chunks (event callbacks wake it), hands a
 // failed device's chunks to the others, and copies each ended chunk's outputs into place.
+#include "chunk_sizing.hpp"
 #include "parallel_memory.hpp"
 #include "parallel_run.hpp"
 
@@ -57,14 +58,15 @@ struct chunk_state {
   clock_type::time_point enqueued;
   std::size_t events_left = 0;
   cl_int worst = CL_COMPLETE;
-  std::vector<cl::Event> commands; // their profiled run times are the chunk's time
-  bool abandoned = false;          // its enqueue failed: it was handed back at once
+  bool abandoned = false; // its enqueue failed: it was handed back at once
+  bool measuring = false; // handed out while a device's speed was not known
 };
 
 struct lane_state {
   const device* dev = nullptr;
   cl::CommandQueue queue;
   cl::Kernel kernel;
+  std::string pool;      // lanes of one pool run on the same cores
   std::size_t local = 1; // work-group size: chunks are multiples of it (one compiled variant)
   std::size_t in_flight = 0;
   std::string failure;
@@ -98,33 +100,61 @@ public:
 
 private:
   std::string what() const { return "parallel_for '" + options_.name + "' (kernel '" + source_.kernel + "')"; }
-  /// Fills every lane's window, the lanes with the fewest chunks queued first (lanes sharing a
-  /// pool take its slots in turn); again while a lane failing handed chunks back.
+  /// Fills every lane's window, and every pool's (lanes whose devices run on the same cores),
+  /// again while a lane failing handed chunks back.
   void hand_out() {
     for (bool again = true; again;) {
       const auto dead_before =
           std::count_if(lanes_.begin(), lanes_.end(), [](const lane_state& s) { return !s.alive(); });
-      std::vector<std::size_t> order(lanes_.size());
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::size_t a, std::size_t b) { return lanes_[a].in_flight < lanes_[b].in_flight; });
-      for (std::size_t l : order)
-        while (lanes_[l].alive() && lanes_[l].in_flight < window() && pool_in_flight(l) < window() && issue(l)) {
+      for (std::size_t l : hand_out_order())
+        while (lanes_[l].alive() && lanes_[l].in_flight < window() && pool_in_flight(l) < window() && may_take(l) &&
+               issue(l)) {
         }
       again = !returned_.empty() &&
               std::count_if(lanes_.begin(), lanes_.end(), [](const lane_state& s) { return !s.alive(); }) > dead_before;
     }
   }
 
-  /// Chunks queued on every lane whose device runs on the same workers as lane `l`'s (PoCL's CPU
-  /// devices share one pool): more than the window there only makes them compete for the cores.
+  /// Static partitions: the lanes with the fewest chunks queued first, so lanes of one pool take
+  /// its slots in turn. Dynamic: a lane not yet measured first (two chunks, to learn its speed),
+  /// then the fastest: lanes of one pool share its cores, so the pool runs fastest when its
+  /// fastest device runs everything; the others then take chunks only where they are faster.
+  std::vector<std::size_t> hand_out_order() const {
+    std::vector<std::size_t> order(lanes_.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    if (!std::holds_alternative<dynamic_partition>(options_.partition)) {
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return lanes_[a].in_flight < lanes_[b].in_flight; });
+      return order;
+    }
+    std::vector<std::pair<int, double>> key(lanes_.size());
+    for (std::size_t l = 0; l < lanes_.size(); ++l) {
+      // 0: to be measured; 1: measured, by speed; 2: waiting for a measuring chunk to end.
+      key[l] = {known(l) ? 1 : (lanes_[l].in_flight == 0 ? 0 : 2), -rate(l)};
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key[a] < key[b]; });
+    return order;
+  }
+
+  /// Chunks queued on the lanes of lane `l`'s pool: more than the window there only makes them
+  /// compete for the same cores.
   std::size_t pool_in_flight(std::size_t l) const {
-    const std::string& pool = lanes_[l].dev->info().budget_pool;
-    if (pool.empty()) return lanes_[l].in_flight;
     std::size_t sum = 0;
     for (const auto& s : lanes_)
-      if (s.dev->info().budget_pool == pool) sum += s.in_flight;
+      if (s.pool == lanes_[l].pool) sum += s.in_flight;
     return sum;
+  }
+  /// Whether lane `l`'s speed is known: from two chunks, so that one slow first chunk (a compile,
+  /// a page-in) does not mark it slow for good (the median of two is the faster).
+  bool known(std::size_t l) const { return speeds_.items_per_second[lanes_[l].dev->index()].size() >= 2; }
+  bool all_known() const {
+    for (std::size_t k = 0; k < lanes_.size(); ++k)
+      if (lanes_[k].alive() && !known(k)) return false;
+    return true;
+  }
+  /// Dynamic partitions: a lane whose speed is not known takes its measuring chunks one at a time.
+  bool may_take(std::size_t l) const {
+    return !std::holds_alternative<dynamic_partition>(options_.partition) || lanes_[l].in_flight == 0 || known(l);
   }
   std::size_t window() const {
     const auto* d = std::get_if<dynamic_partition>(&options_.partition);
@@ -146,12 +176,20 @@ private:
       s.kernel = cl_call("clCreateKernel (parallel_for)",
                          [&] { return cl::Kernel(speeds_.programs[l], source_.kernel.c_str()); });
       s.local = chunk_work_group_size(s.kernel, *s.dev);
+      s.pool = pool_of(*s.dev);
       memory_->bind(l, s.kernel, args_);
       memory_->write_whole(l, s.queue, s.setup);
       if (!own.empty()) s.own.assign(own[l].begin(), own[l].end());
       s.free_at = start_;
       lanes_.push_back(std::move(s));
     }
+  }
+
+  /// CPU devices run on the host's cores, whatever their platform (unless told they were given
+  /// cores of their own); PoCL's devices share one pool of workers; others are on their own.
+  std::string pool_of(const device& d) const {
+    if (d.info().type == device_type::cpu && options_.cpu_devices_share_cores) return "host cores";
+    return d.info().budget_pool.empty() ? "device " + std::to_string(d.index()) : d.info().budget_pool;
   }
 
   /// Items per second of lane `l`: the median of its recent chunks, or its compute units scaled
@@ -168,20 +206,10 @@ private:
   }
 
   std::size_t dynamic_chunk(std::size_t l, const dynamic_partition& d) const {
-    double total = 0;
+    std::vector<lane_speed> speeds;
     for (std::size_t k = 0; k < lanes_.size(); ++k)
-      if (lanes_[k].alive()) total += rate(k);
-    const double share = rate(l) / total;
-    const std::size_t remaining = n_ - next_;
-    const bool measured = !speeds_.items_per_second[lanes_[l].dev->index()].empty();
-    // Unmeasured: a small first chunk, to learn from. Then guided: a share of what is left,
-    // divided by the chunks it keeps queued, so chunks shrink and the devices end together.
-    const double want =
-        measured ? static_cast<double>(remaining) * share / static_cast<double>(window())
-                 : static_cast<double>(n_) * share / static_cast<double>(std::max<std::size_t>(1, d.first_chunks));
-    const std::size_t local = lanes_[l].local;
-    const std::size_t size = std::max(std::max<std::size_t>(1, d.min_chunk), static_cast<std::size_t>(want));
-    return std::min(remaining, std::max(local, size / local * local));
+      speeds.push_back({lanes_[k].pool, rate(k), known(k), lanes_[k].alive()});
+    return dynamic_chunk_size(speeds, l, n_, n_ - next_, d, window(), lanes_[l].local);
   }
 
   bool next_range(std::size_t l, index_range& r) {
@@ -210,7 +238,8 @@ private:
     const std::size_t id = chunks_.size();
     chunk_state started;
     started.lane = l, started.range = r, started.enqueued = clock_type::now();
-    chunks_.push_back(std::move(started));
+    started.measuring = std::holds_alternative<dynamic_partition>(options_.partition) && !all_known();
+    chunks_.push_back(started);
     try {
       if (options_.before_chunk) options_.before_chunk(*s.dev, r);
       std::vector<cl::Event> events = std::move(s.setup);
@@ -227,7 +256,6 @@ private:
       chunks_[id].events_left = events.size();
       for (auto& e : events)
         watch(e, id);
-      chunks_[id].commands = std::move(events);
       ++s.in_flight;
     } catch (...) {
       chunks_[id].abandoned = true;
@@ -286,10 +314,11 @@ private:
     if (--c.events_left != 0) return;
     lane_state& s = lanes_[c.lane];
     --s.in_flight;
-    const double seconds =
-        profiled_seconds(c.commands, std::chrono::duration<double>(e.at - std::max(c.enqueued, s.free_at)).count());
+    // From when the device could start it (its previous chunk ended) to its end. Not the
+    // implementations' profiling: rusticl's llvmpipe reports command times near zero.
+    const double seconds = std::chrono::duration<double>(e.at - std::max(c.enqueued, s.free_at)).count();
     s.free_at = e.at;
-    chunk_record rec{c.lane, c.range, e.chunk, seconds, c.worst < 0};
+    chunk_record rec{c.lane, c.range, e.chunk, seconds, c.worst < 0, c.measuring};
     records_.push_back(rec);
     if (c.worst < 0) {
       returned_.push_back(c.range);

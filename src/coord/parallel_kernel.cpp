@@ -26,8 +26,7 @@ std::string kind_name(kind k) {
 } // namespace
 
 parallel_kernel::parallel_kernel(runtime& rt, kernel_source source, parallel_for_options options)
-    : rt_(rt), source_(std::move(source)), options_(std::move(options)),
-      speeds_(std::make_unique<detail::parallel_speeds>()) {
+    : source_(std::move(source)), options_(std::move(options)), speeds_(std::make_unique<detail::parallel_speeds>()) {
   const std::string what = "parallel_for '" + options_.name + "'";
   if (options_.devices.empty())
     for (std::size_t i = 0; i < rt.devices().size(); ++i)
@@ -51,9 +50,12 @@ parallel_kernel::parallel_kernel(runtime& rt, kernel_source source, parallel_for
     if (!source_.build_options.empty()) build += " " + source_.build_options;
     auto program = d->programs().get(*d, text, build, what + " kernel '" + source_.kernel + "'");
     cl_kernel probe = clCreateKernel(program(), source_.kernel.c_str(), nullptr);
-    if (probe == nullptr)
-      throw error(errc::invalid_argument,
-                  what + ": " + file + " has no kernel named '" + source_.kernel + "' (for " + d->label() + ")");
+    if (probe == nullptr) {
+      std::string why = what;
+      why.append(": ").append(file).append(" has no kernel named '").append(source_.kernel);
+      why.append("' (for ").append(d->label()).append(")");
+      throw error(errc::invalid_argument, why);
+    }
     clReleaseKernel(probe);
     speeds_->programs.push_back(std::move(program));
   }

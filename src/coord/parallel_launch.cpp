@@ -1,10 +1,34 @@
-// A parallel_for chunk's kernel launches and how long the device spent on them.
+// A parallel_for chunk: how big it is and its kernel launches.
+#include "chunk_sizing.hpp"
 #include "parallel_run.hpp"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 namespace ringpipe::detail {
+
+std::size_t dynamic_chunk_size(const std::vector<lane_speed>& lanes, std::size_t l, std::size_t n,
+                               std::size_t remaining, const dynamic_partition& d, std::size_t window,
+                               std::size_t local) {
+  std::map<std::string, double> pools; // each pool's fastest alive rate
+  bool all_known = true;
+  for (const auto& x : lanes)
+    if (x.alive) {
+      pools[x.pool] = std::max(pools[x.pool], x.rate);
+      all_known = all_known && x.known;
+    }
+  double total = 0;
+  for (const auto& p : pools)
+    total += p.second;
+  const double share = total > 0 ? lanes[l].rate / total : 1.0;
+  const double want =
+      all_known ? static_cast<double>(remaining) * share / static_cast<double>(std::max<std::size_t>(1, window))
+                : static_cast<double>(n) * share / static_cast<double>(std::max<std::size_t>(1, d.first_chunks));
+  local = std::max<std::size_t>(1, local);
+  const std::size_t size = std::max(std::max<std::size_t>(1, d.min_chunk), static_cast<std::size_t>(want));
+  return std::min(remaining, std::max(local, size / local * local));
+}
 
 void launch_chunk(cl::CommandQueue& queue, cl::Kernel& kernel, std::size_t local, index_range r,
                   std::vector<cl::Event>& events) {
@@ -28,18 +52,6 @@ std::size_t chunk_work_group_size(const cl::Kernel& kernel, const device& dev) {
   while (local * 2 <= most)
     local *= 2;
   return local;
-}
-
-double profiled_seconds(const std::vector<cl::Event>& commands, double wall) {
-  double sum = 0;
-  for (const auto& e : commands) {
-    cl_ulong start = 0, end = 0;
-    if (clGetEventProfilingInfo(e(), CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) != CL_SUCCESS ||
-        clGetEventProfilingInfo(e(), CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) != CL_SUCCESS || end < start)
-      return wall;
-    sum += static_cast<double>(end - start) * 1e-9;
-  }
-  return sum > 0.02 * wall ? sum : wall;
 }
 
 } // namespace ringpipe::detail

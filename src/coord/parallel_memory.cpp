@@ -11,7 +11,9 @@ using kind = parallel_arg::kind;
 bool is_array(kind k) { return k == kind::chunk_input || k == kind::whole_input || k == kind::output; }
 bool is_input(kind k) { return k == kind::chunk_input || k == kind::whole_input; }
 
-std::string mib(std::size_t bytes) { return std::to_string(bytes / 1024.0 / 1024.0).substr(0, 6) + " MiB"; }
+std::string mib(std::size_t bytes) {
+  return std::to_string(static_cast<double>(bytes) / 1024.0 / 1024.0).substr(0, 6) + " MiB";
+}
 
 void check_fits(const device& d, std::size_t bytes, std::size_t index, const std::string& what) {
   if (bytes > d.info().max_alloc)

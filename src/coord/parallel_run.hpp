@@ -25,11 +25,6 @@ void launch_chunk(cl::CommandQueue& queue, cl::Kernel& kernel, std::size_t local
                   std::vector<cl::Event>& events);
 /// A power of two up to 64 on CPUs (256 elsewhere) that the kernel allows on the device.
 std::size_t chunk_work_group_size(const cl::Kernel& kernel, const device& dev);
-/// Seconds the device spent on `commands` (profiled: queueing behind other work and first-launch
-/// compiles left out), or `wall` where profiling says nothing useful (rusticl's llvmpipe can
-/// report near-zero command times).
-double profiled_seconds(const std::vector<cl::Event>& commands, double wall);
-
 /// One run over [0, n) (arguments already checked); throws on timeout or when every device failed.
 parallel_for_report run_parallel(parallel_speeds& speeds, const parallel_for_options& options,
                                  const kernel_source& source, std::size_t n, const std::vector<parallel_arg>& args);

@@ -15,6 +15,8 @@ std::string_view to_string(stage_kind k) noexcept {
   case stage_kind::inlet: return "inlet";
   case stage_kind::outlet: return "outlet";
   case stage_kind::mover: return "mover";
+  case stage_kind::dealer: return "dealer";
+  case stage_kind::merger: return "merger";
   }
   return "?";
 }
@@ -52,6 +54,10 @@ std::string pipeline_metrics::table() const {
                 static_cast<unsigned long long>(s.msgs_in), static_cast<unsigned long long>(s.msgs_out), s.queue_fill,
                 s.queue_capacity, s.queue_high_water, static_cast<unsigned long long>(s.launches));
   }
+  for (const auto& s : stages)
+    if (s.kind == stage_kind::dealer)
+      t += format("farm %s: %llu steals moved %llu items between replica queues\n", s.name.c_str(),
+                  static_cast<unsigned long long>(s.steals), static_cast<unsigned long long>(s.stolen));
   t += format("\n%-24s %-24s %-8s %12s %14s %10s %10s\n", "link from", "to", "kind", "messages", "bytes", "batches",
               "high-water");
   for (const auto& l : links) {
@@ -85,7 +91,8 @@ std::string pipeline_metrics::json() const {
          ", \"queue_fill\": " + std::to_string(s.queue_fill) +
          ", \"queue_capacity\": " + std::to_string(s.queue_capacity) +
          ", \"queue_high_water\": " + std::to_string(s.queue_high_water) + ", \"busy_s\": " + json_number(s.busy_s) +
-         ", \"launches\": " + std::to_string(s.launches) + "}";
+         ", \"launches\": " + std::to_string(s.launches) + ", \"steals\": " + std::to_string(s.steals) +
+         ", \"stolen\": " + std::to_string(s.stolen) + "}";
   }
   j += "], \"links\": [";
   for (std::size_t i = 0; i < links.size(); ++i) {

@@ -2,10 +2,13 @@
 // A pipeline as declared: stages, their ports and the connections between them, and the checks
 // that need nothing but the declaration (connected ports, one-way flow, inlets and outlets).
 
+#include "../actor/farm.hpp"
+
 #include <ringpipe/pipeline.hpp>
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,9 @@ struct stage_decl {
   kernel_options kernel_opts;
   fan_out policy = fan_out::broadcast;
   std::vector<std::size_t> in_edges, out_edges;
+  // A farm's dealer and merger share its ledger; the dealer keeps the options.
+  std::shared_ptr<farm_ledger> farm;
+  farm_options farm_opts;
 
   std::string in_port() const { return name + ".in"; }
   std::string out_port() const { return name + ".out"; }

@@ -79,6 +79,36 @@ void pipeline::set_kernel(std::size_t id, kernel_spec spec, placement where, ker
   s.kernel_opts = options;
 }
 
+std::pair<std::size_t, std::size_t> pipeline::add_farm_stages(const std::string& name, const message_type& in,
+                                                              const message_type& out, const kernel_spec& spec,
+                                                              farm_options farm, kernel_options options) {
+  const std::string what = "pipeline '" + impl_->options.name + "': farm '" + name + "'";
+  const auto& topo = impl_->rt.devices();
+  if (farm.devices.empty())
+    for (std::size_t d = 0; d < topo.size(); ++d)
+      farm.devices.push_back(d);
+  if (farm.devices.empty()) throw error(errc::no_device, what + ": no device to run replicas on");
+  for (const auto d : farm.devices)
+    if (d >= topo.size())
+      throw error(errc::invalid_pipeline,
+                  what + ": no device " + std::to_string(d) + " (the runtime has " + std::to_string(topo.size()) + ")");
+  if (farm.queue == 0) throw error(errc::invalid_argument, what + ": farm_options::queue must be > 0");
+  check_capacity(farm.ring, what + ": farm_options::ring");
+  auto ledger = std::make_shared<detail::farm_ledger>(farm.devices.size());
+  const auto deal = add_stage(name + ":deal", stage_kind::dealer, in, in);
+  const auto merge = add_stage(name + ":merge", stage_kind::merger, out, out);
+  def(deal).farm = def(merge).farm = ledger;
+  def(merge).farm_opts = farm;
+  for (std::size_t k = 0; k < farm.devices.size(); ++k) {
+    const auto replica = add_stage(name + "@" + std::to_string(k), stage_kind::kernel, in, out);
+    set_kernel(replica, spec, on_device(farm.devices[k]), options);
+    connect_ids(deal, replica, {std::nullopt, farm.ring});
+    connect_ids(replica, merge, {});
+  }
+  def(deal).farm_opts = std::move(farm);
+  return {deal, merge};
+}
+
 void pipeline::connect_ids(std::size_t from, std::size_t to, link_options options) {
   if (impl_->run) throw error(errc::invalid_pipeline, "connect() after start()");
   if (options.capacity != 0) // 0: the pipeline's default

@@ -93,6 +93,10 @@ pipeline_metrics runner::metrics() const {
       add_queue(sm, sr.kernel_in);
     } else if (sr.actor) {
       actor_metrics(sm, *sr.actor);
+      if (const auto* dealer = dynamic_cast<const farm_dealer*>(sr.actor.get())) {
+        sm.steals = dealer->steals.load(std::memory_order_relaxed);
+        sm.stolen = dealer->stolen.load(std::memory_order_relaxed);
+      }
     } else if (sr.port) {
       sm.mode = "application";
       sm.msgs_in = sm.msgs_out = s.kind == stage_kind::inlet ? sr.port->pushed() : sr.port->popped();

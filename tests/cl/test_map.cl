@@ -47,6 +47,19 @@ inline bool rp_test_slow_step(const rp_test_msg* in, rp_test_msg* out) {
 }
 RINGPIPE_MAP_KERNEL(test_slow_map, rp_test_msg, rp_test_msg, rp_test_slow_step)
 
+#if RP_MSG_BYTES >= 12
+// test_map whose cost is the message's first payload word (mixes): farms of uneven items.
+inline bool rp_test_costly_step(const rp_test_msg* in, rp_test_msg* out) {
+  uint x = in->seq + 1u;
+  for (uint k = 0; k < in->payload[0]; ++k)
+    x = rp_test_mix(x);
+  rp_test_step(in, out);
+  if (x == 0u) out->seq = ~0u;
+  return true;
+}
+RINGPIPE_MAP_KERNEL(test_costly_map, rp_test_msg, rp_test_msg, rp_test_costly_step)
+#endif
+
 // Keeps even sequence numbers only (filtering: returning false drops the message).
 inline bool rp_test_keep_even(const rp_test_msg* in, rp_test_msg* out) {
   if (in->seq & 1u) return false;

@@ -66,5 +66,6 @@ void barrier_topic(bench_context& c);        // barriers.cpp: barrier phases aga
 void links_topic(bench_context& c);          // links.cpp: the copy bandwidth matrix against memcpy
 void collectives_topic(bench_context& c);    // collectives.cpp: all-reduce against gathering to the host
 void scaling_topic(bench_context& c);        // scaling.cpp: parallel_for on 1, 2, 3 devices
+void work_stealing_topic(bench_context& c);  // work_stealing.cpp: a farm, stealing against static dealing
 
 } // namespace ringpipe::bench

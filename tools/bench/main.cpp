@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     links_topic(c);
     collectives_topic(c);
     scaling_topic(c);
+    work_stealing_topic(c);
     write_json(json_path, results);
     return 0;
   } catch (const std::exception& e) {

@@ -1,0 +1,131 @@
+// The farm's dealer, merger and ledger (farm.hpp).
+#include "farm.hpp"
+
+#include <ringpipe/error.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ringpipe::detail {
+
+farm_ledger::farm_ledger(std::size_t replicas) {
+  for (std::size_t r = 0; r < replicas; ++r)
+    logs_.push_back(std::make_unique<log>());
+}
+
+void farm_ledger::given(std::size_t r, std::uint64_t seq) {
+  std::lock_guard lock(logs_[r]->mutex);
+  logs_[r]->seqs.push_back(seq);
+}
+
+bool farm_ledger::next_of(std::size_t r, std::uint64_t& seq) {
+  std::lock_guard lock(logs_[r]->mutex);
+  if (logs_[r]->seqs.empty()) return false;
+  seq = logs_[r]->seqs.front();
+  logs_[r]->seqs.pop_front();
+  return true;
+}
+
+farm_dealer::farm_dealer(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
+                         std::shared_ptr<farm_ledger> ledger, farm_options options)
+    : host_stage(std::move(executor), std::move(name), batch), ledger_(std::move(ledger)), options_(std::move(options)),
+      queues_(ledger_->replicas()) {}
+
+void farm_dealer::steal_for(std::size_t thief) {
+  std::size_t victim = thief;
+  for (std::size_t r = 0; r < queues_.size(); ++r)
+    if (queues_[r].size() > queues_[victim].size()) victim = r;
+  const std::size_t take = queues_[victim].size() / 2;
+  if (take == 0) return;
+  // The items dealt last: the victim keeps those it will reach first.
+  auto& from = queues_[victim];
+  auto& to = queues_[thief];
+  std::move(from.end() - static_cast<std::ptrdiff_t>(take), from.end(), std::back_inserter(to));
+  from.erase(from.end() - static_cast<std::ptrdiff_t>(take), from.end());
+  steals.fetch_add(1, std::memory_order_relaxed);
+  stolen.fetch_add(take, std::memory_order_relaxed);
+}
+
+std::size_t farm_dealer::turn() {
+  std::size_t moved = 0;
+  // Deal: number each item and queue it at the replicas in turn, while the queues have room.
+  const std::size_t limit = std::size_t{options_.queue} * queues_.size();
+  while (moved < batch() && queued_ < limit && inputs_.pop(in_buf_.data())) {
+    msgs_in.fetch_add(1, std::memory_order_relaxed);
+    queues_[next_replica_].push_back(
+        {next_seq_++,
+         std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size()))});
+    next_replica_ = (next_replica_ + 1) % queues_.size();
+    ++queued_, ++moved;
+  }
+  // Feed: each replica's ring from its queue; a replica with room and nothing queued steals.
+  for (std::size_t r = 0; r < queues_.size(); ++r) {
+    auto& ring = *outputs_[r].ring;
+    if (options_.steal && queues_[r].empty() && ring.space() > 0) steal_for(r);
+    while (!queues_[r].empty() && ring.space() > 0) {
+      ledger_->given(r, queues_[r].front().seq); // before the push: the merger may see its result at once
+      (void)ring.try_push_bytes(queues_[r].front().bytes.data());
+      queues_[r].pop_front();
+      --queued_, ++moved;
+      msgs_out.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (queued_ == 0 && inputs_.all_drained()) end_stream();
+  return moved;
+}
+
+farm_merger::farm_merger(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
+                         std::shared_ptr<farm_ledger> ledger, bool ordered, std::vector<std::string> replica_names)
+    : host_stage(std::move(executor), std::move(name), batch), ledger_(std::move(ledger)), ordered_(ordered),
+      replica_names_(std::move(replica_names)) {}
+
+std::size_t farm_merger::turn() {
+  auto& out = *outputs_[0].ring;
+  std::size_t moved = 0;
+  auto& inputs = inputs_.all();
+  if (!ordered_) {
+    for (std::size_t r = 0; r < inputs.size(); ++r)
+      while (moved < batch() && out.space() > 0 && inputs[r]->ring->try_pop_bytes(in_buf_.data())) {
+        inputs[r]->popped.fetch_add(1, std::memory_order_relaxed);
+        msgs_in.fetch_add(1, std::memory_order_relaxed);
+        (void)ledger_->next_of(r, next_);
+        (void)out.try_push_bytes(in_buf_.data());
+        msgs_out.fetch_add(1, std::memory_order_relaxed);
+        ++moved;
+      }
+  } else {
+    // Take every result there is (the next in order may wait behind others in its replica's
+    // ring; what is taken is bounded by what the dealer let in), then pass on those in order.
+    for (std::size_t r = 0; r < inputs.size(); ++r)
+      for (std::size_t k = 0; k < batch() && inputs[r]->ring->try_pop_bytes(in_buf_.data()); ++k) {
+        inputs[r]->popped.fetch_add(1, std::memory_order_relaxed);
+        msgs_in.fetch_add(1, std::memory_order_relaxed);
+        std::uint64_t seq = 0;
+        if (!ledger_->next_of(r, seq))
+          throw error(errc::stage_failed, "farm replica '" + replica_names_[r] +
+                                              "' returned more results than it was given items: an ordered "
+                                              "farm needs one result per item");
+        waiting_.emplace(
+            seq, std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size())));
+        ++moved;
+      }
+    for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_ && out.space() > 0;
+         it = waiting_.erase(it), ++next_) {
+      (void)out.try_push_bytes(it->second.data());
+      msgs_out.fetch_add(1, std::memory_order_relaxed);
+      ++moved;
+    }
+  }
+  if (moved == 0 && inputs_.all_drained()) {
+    for (std::size_t r = 0; r < inputs.size() && ordered_; ++r) {
+      std::uint64_t seq = 0;
+      if (ledger_->next_of(r, seq))
+        throw error(errc::stage_failed, "farm replica '" + replica_names_[r] + "' ended without a result for item " +
+                                            std::to_string(seq) + ": an ordered farm needs one result per item");
+    }
+    if (waiting_.empty()) end_stream();
+  }
+  return moved;
+}
+
+} // namespace ringpipe::detail

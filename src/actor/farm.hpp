@@ -1,0 +1,74 @@
+#pragma once
+// The farm's host side (include/ringpipe/farm.hpp): the dealer (queues per replica, stealing)
+// and the merger (results back in input order), and the ledger between them: which item numbers
+// each replica was given, in the order it was given them.
+
+#include "host_stage.hpp"
+
+#include <ringpipe/farm.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace ringpipe::detail {
+
+class farm_ledger {
+public:
+  explicit farm_ledger(std::size_t replicas);
+  /// Dealer side: item `seq` goes into replica `r`'s ring (recorded before it is pushed).
+  void given(std::size_t r, std::uint64_t seq);
+  /// Merger side: the number of replica `r`'s next result; false when it was given nothing more.
+  bool next_of(std::size_t r, std::uint64_t& seq);
+  std::size_t replicas() const noexcept { return logs_.size(); }
+
+private:
+  struct alignas(64) log {
+    std::mutex mutex;
+    std::deque<std::uint64_t> seqs;
+  };
+  std::vector<std::unique_ptr<log>> logs_;
+};
+
+class farm_dealer : public host_stage {
+public:
+  farm_dealer(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
+              std::shared_ptr<farm_ledger> ledger, farm_options options);
+  std::atomic<std::uint64_t> steals{0}; ///< times a dry replica took from another's queue
+  std::atomic<std::uint64_t> stolen{0}; ///< items moved by those steals
+
+protected:
+  std::size_t turn() override;
+
+private:
+  struct item {
+    std::uint64_t seq;
+    std::vector<std::byte> bytes;
+  };
+  void steal_for(std::size_t thief);
+  std::shared_ptr<farm_ledger> ledger_;
+  farm_options options_;
+  std::vector<std::deque<item>> queues_;
+  std::size_t queued_ = 0, next_replica_ = 0;
+  std::uint64_t next_seq_ = 0;
+};
+
+class farm_merger : public host_stage {
+public:
+  farm_merger(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
+              std::shared_ptr<farm_ledger> ledger, bool ordered, std::vector<std::string> replica_names);
+
+protected:
+  std::size_t turn() override;
+
+private:
+  std::shared_ptr<farm_ledger> ledger_;
+  bool ordered_;
+  std::vector<std::string> replica_names_;
+  std::map<std::uint64_t, std::vector<std::byte>> waiting_; // results ahead of the next in order
+  std::uint64_t next_ = 0;
+};
+
+} // namespace ringpipe::detail

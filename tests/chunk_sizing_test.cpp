@@ -1,0 +1,62 @@
+// The dynamic partition's chunk sizes, without devices: small measuring chunks until every speed
+// is known, then guided shares by measured speed (a device ten times slower gets a tenth), pools
+// of devices on the same cores counted once, failed devices left out, and the bounds.
+#include "../src/coord/chunk_sizing.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using ringpipe::dynamic_partition;
+using ringpipe::detail::dynamic_chunk_size;
+using ringpipe::detail::lane_speed;
+
+const dynamic_partition plain{.min_chunk = 1, .first_chunks = 16, .in_flight = 2, .speed_window = 5};
+
+TEST(ChunkSizing, SmallMeasuringChunksUntilEverySpeedIsKnown) {
+  // Lane 0 is known and looks ten times faster; lane 1 is not known yet.
+  const std::vector<lane_speed> lanes = {{"a", 10.0, true, true}, {"b", 1.0, false, true}};
+  const std::size_t n = 1 << 20;
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, n, n / 2, plain, 2, 1), std::size_t(n * (10.0 / 11.0) / 16));
+  EXPECT_EQ(dynamic_chunk_size(lanes, 1, n, n / 2, plain, 2, 1), std::size_t(n * (1.0 / 11.0) / 16));
+}
+
+TEST(ChunkSizing, GuidedSharesFollowMeasuredSpeeds) {
+  const std::vector<lane_speed> lanes = {{"a", 10.0, true, true}, {"b", 1.0, true, true}};
+  const std::size_t n = 1 << 20, remaining = 1 << 19;
+  const auto fast = dynamic_chunk_size(lanes, 0, n, remaining, plain, 2, 1);
+  const auto slow = dynamic_chunk_size(lanes, 1, n, remaining, plain, 2, 1);
+  EXPECT_EQ(fast, std::size_t(remaining * (10.0 / 11.0) / 2));
+  EXPECT_EQ(slow, std::size_t(remaining * (1.0 / 11.0) / 2));
+  // Less left, smaller chunks: the devices end together.
+  EXPECT_LT(dynamic_chunk_size(lanes, 0, n, remaining / 4, plain, 2, 1), fast / 3);
+}
+
+TEST(ChunkSizing, APoolCountsItsFastestDeviceOnce) {
+  // Two devices on the same cores: the pool runs at the fast one's speed, which takes half of what
+  // is left per chunk (two queued); the slow one would get a tenth of that.
+  const std::vector<lane_speed> lanes = {{"host", 10.0, true, true}, {"host", 1.0, true, true}};
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1000000, 400000, plain, 2, 1), 200000u);
+  EXPECT_EQ(dynamic_chunk_size(lanes, 1, 1000000, 400000, plain, 2, 1), 20000u);
+}
+
+TEST(ChunkSizing, FailedDevicesAreLeftOut) {
+  std::vector<lane_speed> lanes = {{"a", 1.0, true, true}, {"b", 1.0, true, false}, {"c", 1.0, false, false}};
+  // b and c failed (c was never measured): a alone, guided, without waiting for c's speed.
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1000, 1000, plain, 2, 1), 500u);
+}
+
+TEST(ChunkSizing, BoundsAndRounding) {
+  const std::vector<lane_speed> lanes = {{"a", 1.0, true, true}};
+  dynamic_partition d = plain;
+  d.min_chunk = 4096;
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 5000, d, 2, 64), 4096u); // at least min_chunk
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 3000, d, 2, 64), 3000u); // the rest, whatever its size
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 1000000, d, 2, 64) % 64, 0u);
+  d.min_chunk = 1;
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 100, d, 2, 64), 64u); // at least one work-group
+  const std::vector<lane_speed> stalled = {{"a", 0.0, true, true}};
+  EXPECT_EQ(dynamic_chunk_size(stalled, 0, 1000, 1000, plain, 2, 1), 500u); // no speed: still progress
+}
+
+} // namespace

@@ -1,0 +1,133 @@
+// Farms: one kernel replicated on every device of the environment, fed from per-replica queues
+// with work stealing. 10^5 items, 10% of them 20x the cost: every item exactly once, in order
+// where the farm is ordered; steals counted in the metrics; static dealing steals nothing; a
+// kernel that drops items fails an ordered farm naming the replica; bad options are refused.
+#include <ringpipe/pipeline.hpp>
+
+#include "pipeline_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+using ringpipe::testing::expect_error;
+using ringpipe::testing::PipelineTest;
+using ringpipe::testing::test_kernel;
+
+namespace {
+
+using msg = test_message<16>;
+constexpr std::uint32_t items = 100000;
+
+// Item i costs 50 mixes, or 1,000 (20x) for one item in ten.
+auto skewed_source(std::uint32_t count) {
+  return [count, next = std::uint32_t{0}]() mutable -> std::optional<msg> {
+    if (next == count) return std::nullopt;
+    auto m = make_test_message<16>(next);
+    m.payload[0] = next % 10 == 3 ? 1000u : 50u;
+    ++next;
+    return m;
+  };
+}
+
+const stage_metrics& stage(const pipeline_metrics& m, const std::string& name) {
+  for (const auto& s : m.stages)
+    if (s.name == name) return s;
+  throw std::logic_error("no stage " + name);
+}
+
+class Farm : public PipelineTest {
+protected:
+  /// Runs the skewed stream through a farm; `seen` counts each sequence number's results.
+  pipeline_metrics run_farm(farm_options o, std::vector<int>& seen, bool& in_order) {
+    pipeline p(rt(), {.name = "farm"});
+    auto src = p.add_source<msg>("items", skewed_source(items));
+    auto farm = p.add_farm<msg, msg>("work", test_kernel("test_costly_map"), std::move(o));
+    in_order = true;
+    auto sink = p.add_sink<msg>("results", [&, expected = std::uint32_t{0}](const msg& m) mutable {
+      ASSERT_LT(m.seq, items);
+      EXPECT_EQ(m.check, test_check_after(m.seq, 1)) << m.seq;
+      ++seen[m.seq];
+      if (m.seq != expected) in_order = false;
+      ++expected;
+    });
+    p.connect(src.out(), farm.in());
+    p.connect(farm.out(), sink.in());
+    p.run(120s);
+    return p.metrics();
+  }
+};
+
+TEST_F(Farm, OrderedEveryItemOnceInOrderWithSteals) {
+  std::vector<int> seen(items);
+  bool in_order = false;
+  const auto m = run_farm({}, seen, in_order);
+  for (std::uint32_t i = 0; i < items; ++i)
+    ASSERT_EQ(seen[i], 1) << "item " << i;
+  EXPECT_TRUE(in_order);
+  const auto& deal = stage(m, "work:deal");
+  EXPECT_EQ(deal.kind, stage_kind::dealer);
+  EXPECT_EQ(deal.msgs_in, items);
+  EXPECT_EQ(stage(m, "work:merge").msgs_out, items);
+  std::uint64_t replicated = 0;
+  for (std::size_t d = 0; d < topo().size(); ++d)
+    replicated += stage(m, "work@" + std::to_string(d)).msgs_in;
+  EXPECT_EQ(replicated, items);
+  if (topo().size() > 1) {
+    EXPECT_GT(deal.steals, 0u) << m.table();
+    EXPECT_GE(deal.stolen, deal.steals);
+  }
+}
+
+TEST_F(Farm, UnorderedEveryItemOnce) {
+  std::vector<int> seen(items);
+  bool in_order = false;
+  farm_options o;
+  o.ordered = false;
+  run_farm(o, seen, in_order);
+  for (std::uint32_t i = 0; i < items; ++i)
+    ASSERT_EQ(seen[i], 1) << "item " << i;
+}
+
+TEST_F(Farm, StaticDealingStealsNothing) {
+  std::vector<int> seen(items);
+  bool in_order = false;
+  farm_options o;
+  o.steal = false;
+  const auto m = run_farm(o, seen, in_order);
+  for (std::uint32_t i = 0; i < items; ++i)
+    ASSERT_EQ(seen[i], 1) << "item " << i;
+  EXPECT_TRUE(in_order);
+  EXPECT_EQ(stage(m, "work:deal").steals, 0u);
+  // Dealt in turn: each replica got its share, to within one.
+  for (std::size_t d = 0; d < topo().size(); ++d)
+    EXPECT_NEAR(static_cast<double>(stage(m, "work@" + std::to_string(d)).msgs_in),
+                static_cast<double>(items) / static_cast<double>(topo().size()), 1.0);
+}
+
+TEST_F(Farm, AnOrderedFarmWhoseKernelDropsItemsFailsNamingTheReplica) {
+  pipeline p(rt(), {.name = "dropping"});
+  auto src = p.add_source<msg>("items", ringpipe::testing::counting_source(1000));
+  auto farm = p.add_farm<msg, msg>("evens", test_kernel("test_filter_even"));
+  auto sink = p.add_sink<msg>("results", [](const msg&) {});
+  p.connect(src.out(), farm.in());
+  p.connect(farm.out(), sink.in());
+  expect_error([&] { p.run(60s); }, make_error_code(errc::stage_failed),
+               {"farm replica 'evens@", "one result per item"}, "an ordered farm lost items silently");
+}
+
+TEST_F(Farm, BadOptionsAreRefusedNamingTheFarm) {
+  pipeline p(rt(), {.name = "bad"});
+  farm_options o;
+  o.devices = {99};
+  expect_error([&] { p.add_farm<msg, msg>("work", test_kernel("test_map"), o); },
+               make_error_code(errc::invalid_pipeline), {"farm 'work'", "no device 99"}, "device 99 accepted");
+  o.devices = {};
+  o.ring = 3;
+  expect_error([&] { p.add_farm<msg, msg>("work2", test_kernel("test_map"), o); },
+               make_error_code(errc::invalid_argument), {"farm 'work2'", "ring"}, "a ring of 3 slots accepted");
+}
+
+} // namespace
