@@ -188,6 +188,63 @@ TEST_F(PlannerTest, PlacementIsAPolicyTheApplicationReplaces) {
   EXPECT_EQ(plan.find_link("a.out", "b.in")->kind, link_kind::staged);
 }
 
+TEST_F(PlannerTest, AutomaticPlacementSpreadsAChainOverDevicesWithDirectLinks) {
+  // PoCL x2 + rusticl: four kernels that name no device go to the two PoCL devices (shared
+  // memory between them), spread over both; none to rusticl, whose links would be staged.
+  pipeline p(rt, opts("chain", false));
+  auto src = p.add_source<sample>("src", no_messages());
+  std::vector<stage_ref<sample, sample>> ks;
+  for (int k = 0; k < 4; ++k)
+    ks.push_back(p.add_kernel<sample, sample>("k" + std::to_string(k), map_kernel("twice")));
+  auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+  p.connect(src.out(), ks[0].in());
+  for (int k = 0; k + 1 < 4; ++k)
+    p.connect(ks[k].out(), ks[k + 1].in());
+  p.connect(ks[3].out(), sink.in());
+  const auto plan = p.dry_run();
+  std::vector<int> on(3);
+  for (int k = 0; k < 4; ++k)
+    ++on[*plan.find_stage("k" + std::to_string(k))->device];
+  EXPECT_EQ(on, (std::vector<int>{2, 2, 0})) << plan.text();
+  EXPECT_EQ(plan.staged_links(), 0u) << plan.text();
+  ASSERT_EQ(plan.device_groups.size(), 1u) << plan.text();
+  EXPECT_EQ(plan.device_groups[0], (std::vector<std::size_t>{0, 1}));
+  EXPECT_NE(plan.text().find("device groups (direct links within a group): {0, 1}"), std::string::npos);
+  EXPECT_NE(plan.text().find("0 of 5 links copy their messages through host memory"), std::string::npos);
+}
+
+TEST(Placement, AKernelGoesWhereItsNeighboursDataIsDirectlyReachable) {
+  // Two platforms with shared memory each and free workers each, but none between them: a kernel
+  // that talks to one placed on the first platform stays there rather than spread to the other,
+  // where its link would be staged. Fewest-kernels alone would put it on the other.
+  runtime rt{describe({pocl_cpu("cpu0"), {"Other SVM platform", "other", true, 2, "other", device_type::cpu}}),
+             two_cores()};
+  pipeline p(rt, opts("neighbours", false));
+  auto src = p.add_source<sample>("src", no_messages());
+  auto a = p.add_kernel<sample, sample>("a", map_kernel("twice"));
+  auto b = p.add_kernel<sample, sample>("b", map_kernel("twice"));
+  auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+  p.connect(src.out(), a.in());
+  p.connect(a.out(), b.in());
+  p.connect(b.out(), sink.in());
+  const auto plan = p.dry_run();
+  EXPECT_EQ(plan.find_stage("a")->device, 0u);
+  EXPECT_EQ(plan.find_stage("b")->device, 0u) << plan.text();
+  EXPECT_EQ(plan.find_link("a.out", "b.in")->kind, link_kind::direct);
+  // Placed by hand on the two platforms: two groups, and the link between them staged.
+  pipeline apart(rt, opts("apart", false));
+  auto src2 = apart.add_source<sample>("src", no_messages());
+  auto a2 = apart.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(0));
+  auto b2 = apart.add_kernel<sample, sample>("b", map_kernel("twice"), on_device(1));
+  auto sink2 = apart.add_sink<sample>("sink", [](const sample&) {});
+  apart.connect(src2.out(), a2.in());
+  apart.connect(a2.out(), b2.in());
+  apart.connect(b2.out(), sink2.in());
+  const auto split = apart.dry_run();
+  EXPECT_EQ(split.device_groups.size(), 2u) << split.text();
+  EXPECT_EQ(split.staged_links(), 1u) << split.text();
+}
+
 TEST_F(PlannerTest, CycleIsRefusedNamingItsPorts) {
   pipeline p(rt, opts("loop"));
   auto src = p.add_source<sample>("src", no_messages());

@@ -36,6 +36,11 @@ struct pipeline_plan {
   std::string objective_reason; ///< "asked for", or why the planner chose it
   std::vector<stage> stages;
   std::vector<link> links;
+  /// The devices the kernels run on, grouped so that devices of one group reach each other
+  /// through direct links (shared memory) and links between groups are staged.
+  std::vector<std::vector<std::size_t>> device_groups;
+  /// Links whose messages are copied through host memory (staged).
+  std::size_t staged_links() const noexcept;
 
   /// The link from port `from` to port `to`, or null.
   const link* find_link(const std::string& from, const std::string& to) const;

@@ -1,5 +1,7 @@
 #include <ringpipe/plan.hpp>
 
+#include <algorithm>
+
 namespace ringpipe {
 
 const pipeline_plan::link* pipeline_plan::find_link(const std::string& from, const std::string& to) const {
@@ -12,6 +14,11 @@ const pipeline_plan::stage* pipeline_plan::find_stage(const std::string& name) c
   for (const auto& s : stages)
     if (s.name == name) return &s;
   return nullptr;
+}
+
+std::size_t pipeline_plan::staged_links() const noexcept {
+  return static_cast<std::size_t>(
+      std::count_if(links.begin(), links.end(), [](const link& l) { return l.kind == link_kind::staged; }));
 }
 
 std::string pipeline_plan::text() const {
@@ -31,6 +38,18 @@ std::string pipeline_plan::text() const {
     t += l.from + " -> " + l.to + ": " + std::string(to_string(l.kind)) + (l.forced ? " (forced)" : "") +
          (l.mover ? ", through a host mover" : "") +
          (l.capacity != 0 ? ", " + std::to_string(l.capacity) + " slots" : "") + "\n";
+  if (!device_groups.empty()) {
+    t += "device groups (direct links within a group):";
+    for (const auto& g : device_groups) {
+      t += " {";
+      for (std::size_t k = 0; k < g.size(); ++k)
+        t += (k ? ", " : "") + std::to_string(g[k]);
+      t += "}";
+    }
+    t += "\n";
+  }
+  t += std::to_string(staged_links()) + " of " + std::to_string(links.size()) +
+       " links copy their messages through host memory (staged)\n";
   return t;
 }
 

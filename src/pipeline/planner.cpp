@@ -3,6 +3,7 @@
 #include <ringpipe/occupancy.hpp>
 #include <ringpipe/program.hpp>
 
+#include <algorithm>
 #include <map>
 
 namespace ringpipe::detail {
@@ -16,6 +17,8 @@ struct planning {
   plan p;
 
   void place();
+  std::vector<std::size_t> placed_neighbours(std::size_t i) const;
+  void group_devices();
   void fuse();
   void choose_objective();
   void apply_objective();
@@ -23,6 +26,53 @@ struct planning {
   void check_budget() const;
   void choose_links();
 };
+
+/// The devices of the kernel stages placed so far that stage `i` exchanges messages with: over a
+/// connection, or through host stages only (a host stage between two kernels copies anyway, but
+/// the two kernels' data still meet).
+std::vector<std::size_t> planning::placed_neighbours(std::size_t i) const {
+  std::vector<std::size_t> found;
+  std::vector<bool> seen(g.stages.size(), false);
+  std::vector<std::size_t> todo{i};
+  seen[i] = true;
+  while (!todo.empty()) {
+    const auto at = todo.back();
+    todo.pop_back();
+    auto visit = [&](std::size_t next) {
+      if (seen[next]) return;
+      seen[next] = true;
+      if (g.stages[next].is_kernel()) {
+        if (p.stages[next].device) found.push_back(*p.stages[next].device);
+      } else {
+        todo.push_back(next);
+      }
+    };
+    for (const auto ei : g.stages[at].in_edges)
+      visit(g.edges[ei].from);
+    for (const auto ei : g.stages[at].out_edges)
+      visit(g.edges[ei].to);
+  }
+  return found;
+}
+
+// The devices kernels run on, in groups whose members reach each other through direct links.
+void planning::group_devices() {
+  std::vector<std::size_t> used;
+  for (const auto& s : p.stages)
+    if (s.device && std::find(used.begin(), used.end(), *s.device) == used.end()) used.push_back(*s.device);
+  std::sort(used.begin(), used.end());
+  for (const auto d : used) {
+    auto joins = [&](const std::vector<std::size_t>& grp) {
+      return choose_link(topo[grp.front()], topo[d]) == link_kind::direct &&
+             choose_link(topo[d], topo[grp.front()]) == link_kind::direct;
+    };
+    auto it = std::find_if(p.device_groups.begin(), p.device_groups.end(), joins);
+    if (it == p.device_groups.end())
+      p.device_groups.push_back({d});
+    else
+      it->push_back(d);
+  }
+}
 
 void planning::place() {
   static const freest_device fallback;
@@ -36,7 +86,13 @@ void planning::place() {
     ps.out_edges = s.out_edges;
     if (!s.is_kernel()) continue;
     const bool asked = s.where.device.has_value();
-    const std::size_t index = asked ? *s.where.device : policy.place(s.name, topo, placed);
+    std::size_t index = 0;
+    if (asked) {
+      index = *s.where.device;
+    } else {
+      const auto neighbours = placed_neighbours(i);
+      index = policy.place(placement_request{s.name, topo, placed, neighbours});
+    }
     if (index >= topo.size())
       throw error(errc::invalid_pipeline, "pipeline '" + g.name + "': stage '" + s.name + "' is placed on device " +
                                               std::to_string(index) + (asked ? "" : " by the placement policy") +
@@ -276,6 +332,7 @@ plan make_plan(const graph& g, const topology& devices, const pipeline_options& 
   run.check_modes();
   run.check_budget();
   run.choose_links();
+  run.group_devices();
   run.choose_objective();
   run.apply_objective();
   return std::move(run.p);
@@ -292,6 +349,7 @@ pipeline_plan plan::summary(const graph& g) const {
   for (std::size_t ei = 0; ei < g.edges.size(); ++ei)
     out.links.push_back({g.edges[ei].from_port, g.edges[ei].to_port, links[ei].kind,
                          g.edges[ei].options.kind.has_value(), links[ei].mover, links[ei].capacity});
+  out.device_groups = device_groups;
   out.objective = std::string(to_string(objective));
   out.objective_reason = objective_reason;
   return out;

@@ -42,6 +42,7 @@ struct plan {
   std::string objective_reason;
   std::vector<planned_stage> stages;
   std::vector<planned_link> links;
+  std::vector<std::vector<std::size_t>> device_groups; ///< see pipeline_plan::device_groups
   pipeline_plan summary(const graph& g) const;
 };
 
