@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
 using namespace ringpipe;
@@ -105,6 +107,30 @@ TEST_F(Farm, StaticDealingStealsNothing) {
   for (std::size_t d = 0; d < topo().size(); ++d)
     EXPECT_NEAR(static_cast<double>(stage(m, "work@" + std::to_string(d)).msgs_in),
                 static_cast<double>(items) / static_cast<double>(topo().size()), 1.0);
+}
+
+TEST_F(Farm, StopMidStreamCountsWhatTheFarmHolds) {
+  // A slow sink behind an unending stream: when stopped, every item is delivered or counted where
+  // it waits, the dealer's queues and the merger's reorder buffer included.
+  std::atomic<std::uint32_t> generated{0}, delivered{0};
+  pipeline p(rt(), {.name = "stopped", .capacity = 64});
+  auto src = p.add_source<msg>("items", ringpipe::testing::counted_source(generated));
+  auto farm = p.add_farm<msg, msg>("work", test_kernel("test_map"));
+  auto sink = p.add_sink<msg>("slow", [&](const msg&) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    delivered.fetch_add(1);
+  });
+  p.connect(src.out(), farm.in());
+  p.connect(farm.out(), sink.in());
+  p.start();
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (delivered.load() < 300 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_GE(delivered.load(), 300u) << "the farm made no progress";
+  const auto report = p.stop();
+  EXPECT_EQ(delivered.load() + report.undelivered + report.lost, generated.load())
+      << report.text() << "; generated " << generated.load() << ", delivered " << delivered.load();
+  EXPECT_NE(report.text().find("work:deal (held by the stage)"), std::string::npos) << report.text();
 }
 
 TEST_F(Farm, AnOrderedFarmWhoseKernelDropsItemsFailsNamingTheReplica) {

@@ -70,6 +70,7 @@ std::size_t farm_dealer::turn() {
       msgs_out.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  held_.store(queued_, std::memory_order_release);
   if (queued_ == 0 && inputs_.all_drained()) end_stream();
   return moved;
 }
@@ -116,6 +117,7 @@ std::size_t farm_merger::turn() {
       ++moved;
     }
   }
+  held_.store(waiting_.size(), std::memory_order_release);
   if (moved == 0 && inputs_.all_drained()) {
     for (std::size_t r = 0; r < inputs.size() && ordered_; ++r) {
       std::uint64_t seq = 0;

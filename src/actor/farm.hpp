@@ -38,6 +38,7 @@ public:
               std::shared_ptr<farm_ledger> ledger, farm_options options);
   std::atomic<std::uint64_t> steals{0}; ///< times a dry replica took from another's queue
   std::atomic<std::uint64_t> stolen{0}; ///< items moved by those steals
+  std::uint64_t held() const noexcept override { return held_.load(std::memory_order_acquire); }
 
 protected:
   std::size_t turn() override;
@@ -52,6 +53,7 @@ private:
   farm_options options_;
   std::vector<std::deque<item>> queues_;
   std::size_t queued_ = 0, next_replica_ = 0;
+  std::atomic<std::uint64_t> held_{0}; // queued_, for other threads
   std::uint64_t next_seq_ = 0;
 };
 
@@ -60,10 +62,13 @@ public:
   farm_merger(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
               std::shared_ptr<farm_ledger> ledger, bool ordered, std::vector<std::string> replica_names);
 
+  std::uint64_t held() const noexcept override { return held_.load(std::memory_order_acquire); }
+
 protected:
   std::size_t turn() override;
 
 private:
+  std::atomic<std::uint64_t> held_{0}; // waiting_.size(), for other threads
   std::shared_ptr<farm_ledger> ledger_;
   bool ordered_;
   std::vector<std::string> replica_names_;

@@ -52,6 +52,9 @@ public:
   const std::string& name() const noexcept { return name_; }
   const std::vector<std::unique_ptr<stage_input>>& inputs() const noexcept { return inputs_.all(); }
   std::uint32_t queued() const { return inputs_.queued(); }
+  /// Messages taken from the inputs and kept outside any ring (a farm's queues): counted as
+  /// undelivered when the pipeline stops.
+  virtual std::uint64_t held() const noexcept { return 0; }
 
   // Observed from other threads.
   std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, batches{0}, busy_ns{0};

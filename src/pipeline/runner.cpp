@@ -368,6 +368,10 @@ stop_report runner::stop() noexcept {
       report.lost += lost;
       report.lost_in.push_back({g_.stages[i].name, lost});
     }
+    if (const auto& a = stages_[i].actor; a && a->held() > 0) {
+      report.undelivered += a->held();
+      report.rings.push_back({g_.stages[i].name + " (held by the stage)", a->held()});
+    }
     count(g_.stages[i].in_port() + " (merged)", {&stages_[i].kernel_in});
     count(g_.stages[i].out_port() + " (to split)", {&stages_[i].kernel_out});
   }
