@@ -50,7 +50,9 @@ std::size_t farm_dealer::turn() {
   std::size_t moved = 0;
   // Deal: number each item and queue it at the replicas in turn, while the queues have room.
   const std::size_t limit = std::size_t{options_.queue} * queues_.size();
-  while (moved < batch() && queued_ < limit && inputs_.pop(in_buf_.data())) {
+  const std::uint64_t ahead = 2 * std::uint64_t{options_.queue + options_.ring} * queues_.size();
+  while (moved < batch() && queued_ < limit && next_seq_ - ledger_->passed_on.load(std::memory_order_acquire) < ahead &&
+         inputs_.pop(in_buf_.data())) {
     msgs_in.fetch_add(1, std::memory_order_relaxed);
     queues_[next_replica_].push_back(
         {next_seq_++,
@@ -92,6 +94,7 @@ std::size_t farm_merger::turn() {
         (void)ledger_->next_of(r, next_);
         (void)out.try_push_bytes(in_buf_.data());
         msgs_out.fetch_add(1, std::memory_order_relaxed);
+        ledger_->passed_on.fetch_add(1, std::memory_order_release);
         ++moved;
       }
   } else {
@@ -114,6 +117,7 @@ std::size_t farm_merger::turn() {
          it = waiting_.erase(it), ++next_) {
       (void)out.try_push_bytes(it->second.data());
       msgs_out.fetch_add(1, std::memory_order_relaxed);
+      ledger_->passed_on.fetch_add(1, std::memory_order_release);
       ++moved;
     }
   }

@@ -7,6 +7,7 @@
 
 #include <ringpipe/farm.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -23,6 +24,9 @@ public:
   /// Merger side: the number of replica `r`'s next result; false when it was given nothing more.
   bool next_of(std::size_t r, std::uint64_t& seq);
   std::size_t replicas() const noexcept { return logs_.size(); }
+  /// Results the merger has passed on: the dealer stays within a window of it, so that the
+  /// results an ordered merger holds back (waiting for a slow replica) stay bounded.
+  std::atomic<std::uint64_t> passed_on{0};
 
 private:
   struct alignas(64) log {

@@ -33,7 +33,8 @@ struct run_signals {
 
 struct callback_ticket {
   std::shared_ptr<run_signals> signals;
-  std::shared_ptr<run_memory> memory; // the command's memory lives until it ended
+  std::shared_ptr<run_memory> memory;         // the command's memory lives until it ended
+  std::shared_ptr<transfer_service> commands; // counts it in flight
   std::size_t chunk;
 };
 
@@ -44,6 +45,7 @@ void CL_CALLBACK on_event_end(cl_event, cl_int status, void* user) {
     ticket->signals->ended.push_back({ticket->chunk, status, clock_type::now()});
   }
   ticket->signals->wake.notify_all();
+  ticket->commands->end_copy([] {});
 }
 
 double median(std::deque<double> v) {
@@ -153,8 +155,16 @@ private:
     return true;
   }
   /// Dynamic partitions: a lane whose speed is not known takes its measuring chunks one at a time.
+  /// Within a pool, one device's first chunk at a time: PoCL compiling one kernel for two of its
+  /// devices at once leaked LLVM state (seen under LeakSanitizer), and the first chunks of devices
+  /// that share cores would only slow each other's measurement.
   bool may_take(std::size_t l) const {
-    return !std::holds_alternative<dynamic_partition>(options_.partition) || lanes_[l].in_flight == 0 || known(l);
+    if (!std::holds_alternative<dynamic_partition>(options_.partition) || known(l)) return true;
+    if (lanes_[l].in_flight != 0) return false;
+    for (std::size_t k = 0; k < lanes_.size(); ++k)
+      if (k != l && lanes_[k].pool == lanes_[l].pool && lanes_[k].stats.chunks == 0 && lanes_[k].in_flight != 0)
+        return false;
+    return true;
   }
   std::size_t window() const {
     const auto* d = std::get_if<dynamic_partition>(&options_.partition);
@@ -171,7 +181,7 @@ private:
       s.dev = speeds_.lanes[l];
       s.stats.device = s.dev->label();
       s.queue = cl_call("clCreateCommandQueue (parallel_for)", [&] {
-        return cl::CommandQueue(s.dev->context(), s.dev->cl_device(), CL_QUEUE_PROFILING_ENABLE);
+        return cl::CommandQueue(s.dev->context(), s.dev->cl_device());
       });
       s.kernel = cl_call("clCreateKernel (parallel_for)",
                          [&] { return cl::Kernel(speeds_.programs[l], source_.kernel.c_str()); });
@@ -267,8 +277,10 @@ private:
   }
 
   void watch(cl::Event& e, std::size_t id) {
-    auto* ticket = new callback_ticket{signals_, memory_, id};
+    speeds_.commands->begin_copy(); // refused once the runtime is shutting down
+    auto* ticket = new callback_ticket{signals_, memory_, speeds_.commands, id};
     if (const cl_int err = clSetEventCallback(e(), CL_COMPLETE, on_event_end, ticket); err != CL_SUCCESS) {
+      speeds_.commands->end_copy([] {});
       delete ticket;
       throw_opencl_error(err, "clSetEventCallback (parallel_for)");
     }

@@ -28,6 +28,7 @@ std::string kind_name(kind k) {
 parallel_kernel::parallel_kernel(runtime& rt, kernel_source source, parallel_for_options options)
     : source_(std::move(source)), options_(std::move(options)), speeds_(std::make_unique<detail::parallel_speeds>()) {
   const std::string what = "parallel_for '" + options_.name + "'";
+  speeds_->commands = rt.transfer_service();
   if (options_.devices.empty())
     for (std::size_t i = 0; i < rt.devices().size(); ++i)
       options_.devices.push_back(i);

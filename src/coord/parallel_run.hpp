@@ -1,6 +1,8 @@
 #pragma once
 // Between parallel_kernel (built programs, validation, reports) and its scheduler (one run).
 
+#include "../core/transfer_service.hpp"
+
 #include <ringpipe/parallel_for.hpp>
 
 #include <deque>
@@ -13,6 +15,9 @@ namespace ringpipe::detail {
 /// What a parallel_kernel keeps between runs: its devices, their programs, and their speeds.
 struct parallel_speeds {
   std::mutex one_run_at_a_time;
+  /// The runtime's: every command of a run holds it open, so the runtime, when destroyed, waits
+  /// (bounded) for commands a timed-out run left running instead of exiting under them.
+  std::shared_ptr<transfer_service> commands;
   std::vector<const device*> lanes;
   std::vector<cl::Program> programs;
   std::map<std::size_t, std::deque<double>> items_per_second; // per device index: recent chunks

@@ -59,7 +59,8 @@ public:
   /// A copy in flight holds the service open (copies keep a shared_ptr to it). The runtime drains
   /// them, up to `limit`, before it stops the threads their completions are posted to, then closes
   /// the service: a copy that ends later drops its completion instead of posting to a stopped
-  /// runtime. begin_copy throws errc::cancelled once closed.
+  /// runtime. begin_copy throws errc::cancelled once closed. parallel_for counts its commands in
+  /// flight here too, so that the runtime waits for them as well.
   void begin_copy();
   /// Runs `deliver` (which posts the copy's completion) unless the service is closed.
   void end_copy(const std::function<void()>& deliver);
