@@ -48,12 +48,6 @@ void CL_CALLBACK on_event_end(cl_event, cl_int status, void* user) {
   ticket->commands->end_copy([] {});
 }
 
-double median(std::deque<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 struct chunk_state {
   std::size_t lane = 0;
   index_range range;
@@ -180,9 +174,8 @@ private:
       lane_state s;
       s.dev = speeds_.lanes[l];
       s.stats.device = s.dev->label();
-      s.queue = cl_call("clCreateCommandQueue (parallel_for)", [&] {
-        return cl::CommandQueue(s.dev->context(), s.dev->cl_device());
-      });
+      s.queue = cl_call("clCreateCommandQueue (parallel_for)",
+                        [&] { return cl::CommandQueue(s.dev->context(), s.dev->cl_device()); });
       s.kernel = cl_call("clCreateKernel (parallel_for)",
                          [&] { return cl::Kernel(speeds_.programs[l], source_.kernel.c_str()); });
       s.local = chunk_work_group_size(s.kernel, *s.dev);
@@ -284,18 +277,6 @@ private:
       delete ticket;
       throw_opencl_error(err, "clSetEventCallback (parallel_for)");
     }
-  }
-
-  static std::string failure_text(const std::exception_ptr& e, index_range r) {
-    std::string why;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      why = x.what();
-    } catch (...) {
-      why = "an unknown exception";
-    }
-    return "chunk [" + std::to_string(r.first) + ", " + std::to_string(r.last) + "): " + why;
   }
 
   void fail_lane(std::size_t l, const std::string& why) {

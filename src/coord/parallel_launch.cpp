@@ -1,4 +1,4 @@
-// A parallel_for chunk: how big it is and its kernel launches.
+// A parallel_for chunk: how big it is, its kernel launches, and small helpers of the scheduler.
 #include "chunk_sizing.hpp"
 #include "parallel_run.hpp"
 
@@ -42,6 +42,24 @@ void launch_chunk(cl::CommandQueue& queue, cl::Kernel& kernel, std::size_t local
     });
     events.push_back(std::move(ran));
   }
+}
+
+double median(std::deque<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+std::string failure_text(const std::exception_ptr& e, index_range r) {
+  std::string why;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    why = x.what();
+  } catch (...) {
+    why = "an unknown exception";
+  }
+  return "chunk [" + std::to_string(r.first) + ", " + std::to_string(r.last) + "): " + why;
 }
 
 std::size_t chunk_work_group_size(const cl::Kernel& kernel, const device& dev) {

@@ -6,8 +6,10 @@
 #include <ringpipe/parallel_for.hpp>
 
 #include <deque>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace ringpipe::detail {
@@ -30,6 +32,11 @@ void launch_chunk(cl::CommandQueue& queue, cl::Kernel& kernel, std::size_t local
                   std::vector<cl::Event>& events);
 /// A power of two up to 64 on CPUs (256 elsewhere) that the kernel allows on the device.
 std::size_t chunk_work_group_size(const cl::Kernel& kernel, const device& dev);
+/// The median of `v` (0 when empty).
+double median(std::deque<double> v);
+/// "chunk [a, b): <what the exception says>".
+std::string failure_text(const std::exception_ptr& e, index_range r);
+
 /// One run over [0, n) (arguments already checked); throws on timeout or when every device failed.
 parallel_for_report run_parallel(parallel_speeds& speeds, const parallel_for_options& options,
                                  const kernel_source& source, std::size_t n, const std::vector<parallel_arg>& args);
