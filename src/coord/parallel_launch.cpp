@@ -1,10 +1,9 @@
-// A parallel_for chunk: how big it is, its kernel launches, and small helpers of the scheduler.
+// A parallel_for chunk: how big it is, its devices' work-group size, and small helpers of the scheduler.
 #include "chunk_sizing.hpp"
 #include "parallel_run.hpp"
 
 #include <algorithm>
 #include <map>
-#include <tuple>
 
 namespace ringpipe::detail {
 
@@ -28,20 +27,6 @@ std::size_t dynamic_chunk_size(const std::vector<lane_speed>& lanes, std::size_t
   local = std::max<std::size_t>(1, local);
   const std::size_t size = std::max(std::max<std::size_t>(1, d.min_chunk), static_cast<std::size_t>(want));
   return std::min(remaining, std::max(local, size / local * local));
-}
-
-void launch_chunk(cl::CommandQueue& queue, cl::Kernel& kernel, std::size_t local, index_range r,
-                  std::vector<cl::Event>& events) {
-  const std::size_t body = r.size() / local * local;
-  for (const auto& [first, size, group] :
-       {std::tuple{r.first, body, cl::NDRange(local)}, std::tuple{r.first + body, r.size() - body, cl::NullRange}}) {
-    if (size == 0) continue;
-    cl::Event ran;
-    cl_call("clEnqueueNDRangeKernel (parallel_for)", [&, first = first, size = size, group = group] {
-      queue.enqueueNDRangeKernel(kernel, cl::NDRange(first), cl::NDRange(size), group, nullptr, &ran);
-    });
-    events.push_back(std::move(ran));
-  }
 }
 
 double median(std::deque<double> v) {

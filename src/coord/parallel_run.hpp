@@ -25,12 +25,8 @@ struct parallel_speeds {
   std::map<std::size_t, std::deque<double>> items_per_second; // per device index: recent chunks
 };
 
-/// Enqueues a chunk's launches: the whole work-groups of `local` (one compiled variant for every
-/// chunk), then any remainder with the implementation's choice (the range's last chunk, or a
-/// static partition's ranges).
-void launch_chunk(cl::CommandQueue& queue, cl::Kernel& kernel, std::size_t local, index_range r,
-                  std::vector<cl::Event>& events);
-/// A power of two up to 64 on CPUs (256 elsewhere) that the kernel allows on the device.
+/// A power of two up to 64 on CPUs (256 elsewhere) that the kernel allows on the device: dynamic
+/// chunks are multiples of it.
 std::size_t chunk_work_group_size(const cl::Kernel& kernel, const device& dev);
 /// The median of `v` (0 when empty).
 double median(std::deque<double> v);
