@@ -292,6 +292,31 @@ TEST_F(AuthoringTest, StatefulRoundCutShortByTheDriverFailsSayingWhy) {
   EXPECT_GT(generated.load(), 0u);
 }
 
+// One message whose own loop runs past llvmpipe's limit can never be published: relaunching the
+// round would be cut short again for ever. The kernel fails saying why; nothing is lost.
+TEST_F(AuthoringTest, MapMessageLongerThanTheDriversLoopLimitFailsInsteadOfRelaunching) {
+  const auto found = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
+  RINGPIPE_REQUIRE_DEVICE(found, "rusticl device (llvmpipe's loop limit)");
+  constexpr std::uint32_t count = 100;
+  kernel_spec spec(spin_source, "spin_map");
+  spec.args = {kernel_arg::of(cl_uint{70000})};
+  pipeline p(rt(), {"spin-too-long"});
+  auto src = p.add_source<item>("source", items(count));
+  auto k = p.add_kernel<item, item>("long-spin", spec, on_device(*found));
+  std::uint32_t delivered = 0;
+  auto sink = p.add_sink<item>("sink", [&](const item&) { ++delivered; });
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  p.start();
+  expect_error([&] { p.wait(1min); }, make_error_code(errc::kernel_fault),
+               {"stage 'long-spin' failed", "cannot run its messages on this device", "65535 iterations"},
+               "a kernel whose messages can never finish on llvmpipe");
+  const auto report = p.stop();
+  EXPECT_EQ(delivered, 0u);
+  EXPECT_EQ(report.lost, 0u) << report.text();
+  EXPECT_EQ(delivered + report.undelivered, count) << report.text();
+}
+
 // A scratch directory with the user's kernel files, removed at the end.
 class user_files {
 public:

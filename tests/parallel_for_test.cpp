@@ -23,7 +23,10 @@ __kernel void saxpy(__global const float* x, __global const float* y0, __global 
   const size_t i = get_global_id(0);
   float v = a * x[i] + y0[i];
   float z = 0.0f;
-  for (uint k = 0; k < delay; ++k) z = z * 0.5f + 1.0f;
+  // Sixteen steps per iteration: llvmpipe ends a launch's loops once 65535 iterations have run in
+  // a group of work-items, which would make the delayed device fast again.
+#define STEP4 z = z * 0.5f + 1.0f; z = z * 0.5f + 1.0f; z = z * 0.5f + 1.0f; z = z * 0.5f + 1.0f;
+  for (uint k = 0; k < delay; k += 16) { STEP4 STEP4 STEP4 STEP4 }
   y[i] = v + (z > 1e30f ? 1.0f : 0.0f);
 }
 // Reads neighbours from a whole input: a 3-point sum with the ends clamped.

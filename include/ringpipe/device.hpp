@@ -43,6 +43,9 @@ struct device_info {
   svm_capabilities svm;
   bool atomics_64 = false;  ///< cl_khr_int64_base_atomics
   bool c11_atomics = false; ///< OpenCL C atomic_load/store_explicit with acquire/release
+  /// Whether the driver ends a launch's loops after a fixed count (Mesa's llvmpipe: 65535 iterations
+  /// per group of work-items it runs together): ring kernels then check every item's loops.
+  bool loops_limited = false;
   /// Whether kernels are killed after a run-time limit (NVIDIA reports it); empty if unknown.
   std::optional<bool> execution_timeout;
   std::string cl_std; ///< the -cl-std option ring kernels are built with

@@ -95,6 +95,7 @@ device_info probe_device(const cl::Platform& platform, const cl::Device& d) {
   } else {
     info.cl_std = "-cl-std=CL1.2";
   }
+  info.loops_limited = info.name.find("llvmpipe") != std::string::npos;
   if (has_extension(extensions, "cl_nv_device_attribute_query")) {
     info.execution_timeout = info_or<cl_bool>(d, device_kernel_exec_timeout_nv, CL_FALSE) == CL_TRUE;
   }

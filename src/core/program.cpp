@@ -163,6 +163,7 @@ std::string base_build_options(const device& dev) {
   // Resident kernels need acquire/release atomics that the host sees; batched kernels run over a
   // snapshot the host copied and fall back to plain accesses where the device lacks them.
   if (info.c11_atomics) options += " -DRINGPIPE_C11_ATOMICS=1";
+  if (info.loops_limited) options += " -DRINGPIPE_LOOPS_LIMITED=1";
   return options;
 }
 

@@ -149,15 +149,24 @@ bool kernel_proxy::acquire_worker() {
 namespace {
 constexpr std::string_view loop_limit_note = "Mesa's llvmpipe ends every loop of a launch once 65535 iterations "
                                              "have run in all";
-constexpr std::uint32_t error_reserved = 0xffff0000u;  // RP_ERROR_RESERVED in stage.clh
-constexpr std::uint32_t error_loops_cut = 0xffff0001u; // RP_ERROR_LOOPS_CUT_SHORT
-constexpr std::uint32_t error_barrier = 0xffff0002u;   // RP_ERROR_BARRIER_FAILED in barrier.clh
+constexpr std::uint32_t error_reserved = 0xffff0000u;       // RP_ERROR_RESERVED in stage.clh
+constexpr std::uint32_t error_loops_cut = 0xffff0001u;      // RP_ERROR_LOOPS_CUT_SHORT
+constexpr std::uint32_t error_barrier = 0xffff0002u;        // RP_ERROR_BARRIER_FAILED in barrier.clh
+constexpr std::uint32_t error_round_too_long = 0xffff0003u; // RP_ERROR_ROUND_TOO_LONG
 
 std::string describe_kernel_error(std::uint32_t code) {
   if (code == error_loops_cut) {
     return "was cut short by its driver in the middle of a round (" + std::string(loop_limit_note) +
            "); its state may hold part of that round, so the round was not redone: give it smaller batches "
            "(kernel_options::batch_capacity) or shorter per-message loops";
+  }
+  if (code == error_round_too_long) {
+    return "cannot run its messages on this device: the first round of a launch, a message per work-item, was "
+           "cut short by the driver (" +
+           std::string(loop_limit_note) +
+           ", counted per work-item), so every relaunch would be cut short again; its messages are still in its "
+           "input ring. Shorten the per-message loop (split the work over several messages or stages) or place the "
+           "stage on another device";
   }
   if (code == error_barrier)
     return "left because a barrier it waited at failed (the barrier's error, from its wait or fail, says why)";

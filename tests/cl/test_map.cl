@@ -104,7 +104,21 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_fail_at(RINGPI
 // Raw kernel for the stall watchdog: passes messages on like test_map, but on sequence number
 // stall_at it holds the message and stops beating its heart. It waits for a stop-now request
 // (which the host can deliver through SVM) or, where the host cannot reach it (a batch in a
-// device buffer), for spin_limit empty loops, so that every test run ends.
+// device buffer), for spin_limit spins, so that every test run ends. Where the driver limits
+// loops (llvmpipe ends a launch's loops after 65535 iterations), a spin is 2048 xorshift steps with
+// no loop (about 6 us; a compiler folds chains of affine steps), so that the kernel is held there
+// for longer than a stall timeout too.
+#define RP_SPIN_STEP x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+#define RP_SPIN_16 RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP \
+  RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP RP_SPIN_STEP
+#define RP_SPIN_256 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 \
+  RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16 RP_SPIN_16
+#define RP_SPIN_1024 RP_SPIN_256 RP_SPIN_256 RP_SPIN_256 RP_SPIN_256
+#if defined(RINGPIPE_LOOPS_LIMITED)
+#define RP_SPIN_BODY RP_SPIN_1024 RP_SPIN_1024
+#else
+#define RP_SPIN_BODY  // a long body slows other compilers for nothing (PoCL: seconds)
+#endif
 RINGPIPE_DECLARE_SIZES(test_stall_at, sizeof(rp_test_msg), sizeof(rp_test_msg))
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_stall_at(RINGPIPE_KERNEL_PARAMS, uint stall_at,
                                                                           uint spin_limit) {
@@ -119,8 +133,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void test_stall_at(RINGP
     if (got) {
       m = *RP_SLOT(in, rp_test_msg, tail);
       if (m.seq == stall_at) {
+        uint x = m.seq | 1u; /* xorshift: never 0 */
         for (uint spins = 0; spins < spin_limit && rp_load_acquire(&ctl->stop) != RP_STOP_NOW; ++spins) {
+          RP_SPIN_BODY
         }
+        if (x == 1u) rp_store_relaxed(&ctl->heartbeat, 0u); /* keeps the steps: x is used */
         state = RP_STATE_STOPPED;
         break;
       }
