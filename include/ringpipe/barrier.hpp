@@ -17,6 +17,8 @@
 // Phases are numbered by a 32-bit counter that only grows and wraps (never reset); each
 // participant's arrival and the phase in progress are words on their own 64-byte lines.
 
+#include <ringpipe/metrics.hpp>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -66,25 +68,6 @@ struct barrier_options {
 struct barrier_token {
   std::size_t participant = 0;
   std::uint32_t phase = 0; ///< the phase arrived at
-};
-
-struct barrier_participant_stats {
-  std::string name;
-  bool on_device = false;           ///< a ring kernel: it counts its own arrivals and waits
-  std::uint64_t arrivals = 0;       ///< 32-bit counters for kernels
-  std::uint64_t waits = 0;          ///< waits that were released (not failed)
-  std::uint64_t last_to_arrive = 0; ///< phases in which the others waited for this one
-  /// Host participants, over their last 4,096 waits (a kernel has no clock: not measured there).
-  double wait_p50_us = 0;
-  double wait_p99_us = 0;
-};
-
-struct barrier_stats {
-  std::string name;
-  std::uint64_t phases = 0; ///< phases completed (modulo 2^32)
-  std::vector<barrier_participant_stats> participants;
-  /// One line per participant: arrivals, waits, wait p50/p99, phases it was last to arrive.
-  std::string table() const;
 };
 
 class barrier {

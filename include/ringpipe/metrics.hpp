@@ -43,6 +43,26 @@ struct stage_metrics {
   std::uint64_t stolen = 0;   ///< farm dealers: items those steals moved
 };
 
+/// A barrier's counters (barrier::stats(); in pipeline_metrics for a pipeline's barriers).
+struct barrier_participant_stats {
+  std::string name;
+  bool on_device = false;           ///< a ring kernel: it counts its own arrivals and waits
+  std::uint64_t arrivals = 0;       ///< 32-bit counters for kernels
+  std::uint64_t waits = 0;          ///< waits that were released (not failed)
+  std::uint64_t last_to_arrive = 0; ///< phases in which the others waited for this one
+  /// Host participants, over their last 4,096 waits (a kernel has no clock: not measured there).
+  double wait_p50_us = 0;
+  double wait_p99_us = 0;
+};
+
+struct barrier_stats {
+  std::string name;
+  std::uint64_t phases = 0; ///< phases completed (modulo 2^32)
+  std::vector<barrier_participant_stats> participants;
+  /// One line per participant: arrivals, waits, wait p50/p99, phases it was last to arrive.
+  std::string table() const;
+};
+
 struct link_metrics {
   std::string from; ///< "stage.out"
   std::string to;   ///< "stage.in"
@@ -68,6 +88,8 @@ struct pipeline_metrics {
   /// staged; copies = batches, bytes = the links' bytes; not timed). Array copies the application
   /// makes itself are in runtime::transfers().
   transfer_report transfers;
+  /// The pipeline's barriers (add_barrier): phases, and per participant arrivals and waits.
+  std::vector<barrier_stats> barriers;
 
   /// The row of stage `name` (movers by their name too), or null.
   const stage_metrics* stage(std::string_view name) const noexcept;

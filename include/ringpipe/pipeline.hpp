@@ -34,6 +34,18 @@ namespace ringpipe {
 
 class runtime;
 
+/// The kernel stages as start() built them, before any of them launches (pipeline::on_kernels_built).
+class built_kernels {
+public:
+  /// The kernel of stage `stage`; refused (errc::invalid_pipeline, naming the pipeline) for a stage
+  /// the pipeline does not have (listing its kernel stages), a host stage, or a kernel stage fused
+  /// into its neighbour.
+  virtual ring_kernel_base& kernel(const std::string& stage) const = 0;
+
+protected:
+  ~built_kernels() = default;
+};
+
 /// How a stage with several outgoing connections hands out its messages.
 enum class fan_out {
   broadcast,   ///< every connection gets every message
@@ -207,9 +219,22 @@ public:
   }
 
   pipeline_metrics metrics() const;
+
+  // --- for the layers above (coordination: barriers over stages) ---
+  /// Runs `fn` in start() once every kernel is built and before any launches, with the kernels by
+  /// stage name: it may bind their arguments (a barrier's seats). What it throws fails start(),
+  /// naming the pipeline, with nothing launched.
+  void on_kernels_built(std::function<void(const built_kernels&)> fn);
+  /// Kernel stage `stage` runs persistent where its device can (unless its options name a mode):
+  /// a barrier's kernels wait on their devices, so they must stay resident.
+  void keep_resident(std::string stage);
+  /// metrics().barriers gets what `stats` returns, once per call of metrics() after start().
+  void add_barrier_metrics(std::function<barrier_stats()> stats);
+
   /// One line per stage and link: where it runs and how it is connected (after start()).
   std::string plan() const;
   runtime& rt() noexcept;
+  const std::string& name() const noexcept;
 
 private:
   std::size_t add_stage(std::string name, stage_kind kind, message_type in, message_type out);

@@ -18,6 +18,7 @@
 #include <ringpipe/parallel_for.hpp>
 #include <ringpipe/partition.hpp>
 #include <ringpipe/pipeline.hpp>
+#include <ringpipe/pipeline_barrier.hpp>
 #include <ringpipe/placement.hpp>
 #include <ringpipe/plan.hpp>
 #include <ringpipe/program.hpp>

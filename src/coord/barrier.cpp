@@ -274,26 +274,4 @@ barrier_stats barrier::stats() const {
   return out;
 }
 
-std::string barrier_stats::table() const {
-  std::ostringstream t;
-  t << "barrier '" << name << "': " << phases << " phases\n";
-  char line[160];
-  std::snprintf(line, sizeof(line), "%-24s %10s %10s %12s %12s %14s\n", "participant", "arrivals", "waits",
-                "wait p50 us", "wait p99 us", "last to arrive");
-  t << line;
-  for (const auto& p : participants) {
-    if (p.on_device) {
-      std::snprintf(line, sizeof(line), "%-24s %10llu %10llu %12s %12s %14llu\n", p.name.c_str(),
-                    static_cast<unsigned long long>(p.arrivals), static_cast<unsigned long long>(p.waits), "(kernel)",
-                    "-", static_cast<unsigned long long>(p.last_to_arrive));
-    } else {
-      std::snprintf(line, sizeof(line), "%-24s %10llu %10llu %12.1f %12.1f %14llu\n", p.name.c_str(),
-                    static_cast<unsigned long long>(p.arrivals), static_cast<unsigned long long>(p.waits),
-                    p.wait_p50_us, p.wait_p99_us, static_cast<unsigned long long>(p.last_to_arrive));
-    }
-    t << line;
-  }
-  return t.str();
-}
-
 } // namespace ringpipe

@@ -33,6 +33,28 @@ std::string clip(const std::string& s, std::size_t n) { return s.size() <= n ? s
 
 } // namespace
 
+std::string barrier_stats::table() const {
+  std::string t;
+  t += "barrier '" + name + "': " + std::to_string(phases) + " phases\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "%-24s %10s %10s %12s %12s %14s\n", "participant", "arrivals", "waits",
+                "wait p50 us", "wait p99 us", "last to arrive");
+  t += line;
+  for (const auto& p : participants) {
+    if (p.on_device) {
+      std::snprintf(line, sizeof(line), "%-24s %10llu %10llu %12s %12s %14llu\n", p.name.c_str(),
+                    static_cast<unsigned long long>(p.arrivals), static_cast<unsigned long long>(p.waits), "(kernel)",
+                    "-", static_cast<unsigned long long>(p.last_to_arrive));
+    } else {
+      std::snprintf(line, sizeof(line), "%-24s %10llu %10llu %12.1f %12.1f %14llu\n", p.name.c_str(),
+                    static_cast<unsigned long long>(p.arrivals), static_cast<unsigned long long>(p.waits),
+                    p.wait_p50_us, p.wait_p99_us, static_cast<unsigned long long>(p.last_to_arrive));
+    }
+    t += line;
+  }
+  return t;
+}
+
 const stage_metrics* pipeline_metrics::stage(std::string_view name) const noexcept {
   for (const auto& s : stages)
     if (s.name == name) return &s;
@@ -72,6 +94,8 @@ std::string pipeline_metrics::table() const {
                   ? " (* kind forced)"
                   : "");
   if (!transfers.pairs.empty()) t += "\nstaged copies per pair of ends:\n" + transfers.table();
+  for (const auto& b : barriers)
+    t += "\n" + b.table();
   return t;
 }
 
@@ -103,7 +127,22 @@ std::string pipeline_metrics::json() const {
          ", \"batches\": " + std::to_string(l.batches) + ", \"capacity\": " + std::to_string(l.capacity) +
          ", \"high_water\": " + std::to_string(l.high_water) + "}";
   }
-  return j + "], \"transfers\": " + transfers.json() + "}";
+  j += "], \"transfers\": " + transfers.json() + ", \"barriers\": [";
+  for (std::size_t i = 0; i < barriers.size(); ++i) {
+    const auto& b = barriers[i];
+    j += (i ? ", " : "") + std::string("{\"name\": ") + json_string(b.name) +
+         ", \"phases\": " + std::to_string(b.phases) + ", \"participants\": [";
+    for (std::size_t k = 0; k < b.participants.size(); ++k) {
+      const auto& m = b.participants[k];
+      j += (k ? ", " : "") + std::string("{\"name\": ") + json_string(m.name) +
+           ", \"on_device\": " + (m.on_device ? "true" : "false") + ", \"arrivals\": " + std::to_string(m.arrivals) +
+           ", \"waits\": " + std::to_string(m.waits) + ", \"last_to_arrive\": " + std::to_string(m.last_to_arrive) +
+           ", \"wait_p50_us\": " + json_number(m.wait_p50_us) + ", \"wait_p99_us\": " + json_number(m.wait_p99_us) +
+           "}";
+    }
+    j += "]}";
+  }
+  return j + "]}";
 }
 
 std::string stop_report::text() const {

@@ -46,6 +46,10 @@ struct graph {
   std::string name;
   std::vector<stage_decl> stages;
   std::vector<edge_decl> edges;
+  // Set by the layers above (pipeline::on_kernels_built, add_barrier_metrics).
+  std::vector<std::function<void(const built_kernels&)>> on_kernels_built;
+  std::vector<std::function<barrier_stats()>> barrier_metrics;
+  std::vector<std::string> resident; // kernel stages kept persistent (pipeline::keep_resident)
 
   /// Throws errc::invalid_pipeline naming the pipeline when there is no such stage.
   std::size_t find(const std::string& stage) const;

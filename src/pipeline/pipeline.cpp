@@ -62,6 +62,7 @@ pipeline::pipeline(runtime& rt, pipeline_options options)
 pipeline::~pipeline() = default;
 
 runtime& pipeline::rt() noexcept { return impl_->rt; }
+const std::string& pipeline::name() const noexcept { return impl_->options.name; }
 
 std::size_t pipeline::add_stage(std::string name, stage_kind kind, message_type in, message_type out) {
   if (impl_->run) throw error(errc::invalid_pipeline, "stage '" + name + "' added after start()");
@@ -177,6 +178,22 @@ std::shared_ptr<ring_buffer> pipeline::port_ring(const std::string& name, const 
                                         detail::type_text(t) + ", not " + detail::type_text(type));
   if (!impl_->run) throw error(errc::invalid_pipeline, "inlet and outlet rings exist after start()");
   return impl_->run->port(id);
+}
+
+void pipeline::on_kernels_built(std::function<void(const built_kernels&)> fn) {
+  if (impl_->run)
+    throw error(errc::invalid_pipeline, "pipeline '" + impl_->options.name + "': on_kernels_built after start()");
+  impl_->g.on_kernels_built.push_back(std::move(fn));
+}
+
+void pipeline::keep_resident(std::string stage) {
+  if (impl_->run)
+    throw error(errc::invalid_pipeline, "pipeline '" + impl_->options.name + "': keep_resident after start()");
+  impl_->g.resident.push_back(std::move(stage));
+}
+
+void pipeline::add_barrier_metrics(std::function<barrier_stats()> stats) {
+  impl_->g.barrier_metrics.push_back(std::move(stats));
 }
 
 pipeline_metrics pipeline::metrics() const { return impl_->run ? impl_->run->metrics() : pipeline_metrics{}; }

@@ -212,6 +212,13 @@ void planning::apply_objective() {
   for (std::size_t i = 0; i < g.stages.size(); ++i) {
     auto& ps = p.stages[i];
     ps.kernel_opts = g.stages[i].kernel_opts;
+    const auto& s = g.stages[i];
+    if (s.is_kernel() && !ps.kernel_opts.mode && ps.device &&
+        std::find(g.resident.begin(), g.resident.end(), s.name) != g.resident.end() &&
+        topo[*ps.device].info().supports(kernel_mode::persistent)) {
+      ps.kernel_opts.mode = kernel_mode::persistent; // waits on its device (a barrier's kernel)
+      continue;
+    }
     if (throughput && g.stages[i].is_kernel() && !ps.kernel_opts.mode) {
       ps.kernel_opts.mode = kernel_mode::batched;
       ps.mode_from_objective = true;

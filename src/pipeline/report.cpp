@@ -70,6 +70,8 @@ void actor_metrics(stage_metrics& sm, const host_stage& a) {
 
 pipeline_metrics runner::metrics() const {
   pipeline_metrics m;
+  for (const auto& stats : g_.barrier_metrics)
+    m.barriers.push_back(stats());
   m.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
   for (std::size_t i = 0; i < g_.stages.size(); ++i) {
     const auto& s = g_.stages[i];

@@ -44,6 +44,7 @@ std::shared_ptr<host_stage> runner::add_actor(std::shared_ptr<host_stage> a) {
 
 void runner::start() {
   build_kernels();
+  bind_kernels();
   realize_links();
   realize_stages();
   count_deliveries();
@@ -73,7 +74,6 @@ void runner::build_kernels() {
                                 "' on device '" + dev.name() +
                                 "' (the OpenCL driver compiles it; a first build with a cold cache can take minutes)");
       stages_[i].kernel = std::make_unique<ring_kernel_base>(rt_, dev, ps.spec, s.in.size, ps.out.size, ps.kernel_opts);
-      stages_[i].kernel->check_arguments(); // a pipeline's kernels get theirs from the spec only
     } catch (const build_error& e) {
       throw build_error(e, "pipeline '" + g_.name + "': stage '" + s.name + "'"); // keeps the log
     } catch (const ringpipe::error& e) {

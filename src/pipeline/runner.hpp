@@ -65,6 +65,7 @@ public:
 
 private:
   void build_kernels();
+  void bind_kernels(); // the layers above, then every kernel's arguments checked
   void realize_links();
   void realize_stages();
   void count_deliveries();

@@ -50,3 +50,36 @@ void test_phases_relayed(RINGPIPE_KERNEL_PARAMS, __global uint* phase, uint phas
   rp_barrier_relay(ctl);
   rp_end(ctl, RP_STATE_PARKED);
 }
+
+// A phased pipeline stage: phase k takes message k from its input, emits it with k and `tag`,
+// then meets the barrier's other members; at the end of its input it closes its output. Its seat
+// is its own argument 1 (argument 0, `tag`, comes from kernel_spec::args).
+typedef struct { uint seq, phase, tag, pad; } rp_phase_item;
+RINGPIPE_DEFINE_RING_OPS(rp_phase_item)
+RINGPIPE_DECLARE_SIZES(test_phased_stage, 16, 16)
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void test_phased_stage(RINGPIPE_KERNEL_PARAMS, uint tag, __global rp_barrier_seat* seat) {
+  rp_begin(ctl);
+  uint idle_polls = 0;
+  for (uint k = 0;; ++k) {
+    rp_phase_item m;
+    while (!rp_try_pop_rp_phase_item(in, &m)) {
+      if (rp_drained(in)) {
+        rp_close(out);
+        rp_end(ctl, RP_STATE_STOPPED);
+        return;
+      }
+      const uint leave = rp_poll(ctl, true, true, &idle_polls);
+      if (leave != 0) { rp_end(ctl, leave); return; }
+    }
+    m.phase = k;
+    m.tag = tag;
+    while (!rp_try_push_rp_phase_item(out, &m)) {
+      const uint leave = rp_poll(ctl, true, false, &idle_polls);
+      if (leave != 0) { rp_end(ctl, leave); return; }
+    }
+    rp_count(ctl, 1, 1);
+    const uint why = rp_barrier_wait(seat, ctl, rp_barrier_arrive(seat));
+    if (why != RP_BARRIER_RELEASED) { rp_end(ctl, rp_barrier_leave(ctl, why)); return; }
+  }
+}
