@@ -8,6 +8,7 @@ packages=(
   opencl-headers ocl-icd-opencl-dev opencl-clhpp-headers clinfo
   pocl-opencl-icd mesa-opencl-icd oclgrind
   libboost-dev googletest libgtest-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -25,6 +25,7 @@ enum class errc {
   cancelled,        ///< a wait on a ring ended because its pipeline stopped or failed
   out_of_memory,    ///< a ring, control block or buffer could not be allocated
   device_failed,    ///< a device failed its part of a collective (the message names it)
+  remote_failed,    ///< another rank failed, stopped answering, or sent what this rank cannot take
 };
 
 const std::error_category& opencl_category() noexcept;

@@ -34,6 +34,7 @@ public:
     case errc::cancelled: return "cancelled: the pipeline stopped or failed";
     case errc::out_of_memory: return "out of memory";
     case errc::device_failed: return "a device failed its part";
+    case errc::remote_failed: return "another rank failed or stopped answering";
     }
     return "unknown ringpipe error";
   }

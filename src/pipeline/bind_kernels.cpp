@@ -45,9 +45,12 @@ void runner::bind_kernels() {
     try {
       fn(kernels);
     } catch (const ringpipe::error& e) {
-      const std::string what = e.what();
-      const std::string prefix = "pipeline '" + g_.name + "'";
-      throw error(e.code(), what.rfind(prefix, 0) == 0 ? what : prefix + ": " + what);
+      std::string what = "pipeline '" + g_.name + "'";
+      const std::string said = e.what();
+      if (said.rfind(what, 0) == 0) throw;
+      what += ": ";
+      what += said;
+      throw error(e.code(), what);
     }
   }
   for (std::size_t i = 0; i < stages_.size(); ++i) {

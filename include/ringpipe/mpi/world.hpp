@@ -1,0 +1,38 @@
+#pragma once
+// The MPI world a ringpipe program runs in (component ringpipe::mpi): MPI initialised once per
+// process, this rank and the number of ranks, finalised when the world ends. ringpipe makes its
+// MPI calls one at a time under the world's lock (so MPI_THREAD_SERIALIZED suffices); a program
+// that makes MPI calls of its own while remote links run takes the same lock.
+
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace ringpipe::mpi {
+
+class world {
+public:
+  /// Initialises MPI (MPI_Init_thread); refused if MPI is already initialised, or cannot give
+  /// at least MPI_THREAD_SERIALIZED (remote links run on threads of their own).
+  world(int& argc, char**& argv);
+  ~world();
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  /// "rank 1 of 3 on host-name".
+  std::string describe() const;
+  /// Held around every MPI call ringpipe makes.
+  std::mutex& lock() noexcept { return lock_; }
+  /// Ends every rank at once (MPI_Abort), after printing `why` on this rank's stderr: for a
+  /// failure the other ranks cannot learn of by themselves.
+  [[noreturn]] void abort(std::string_view why, int code = 1) noexcept;
+
+private:
+  int rank_ = 0, size_ = 1;
+  std::string host_;
+  std::mutex lock_;
+};
+
+} // namespace ringpipe::mpi

@@ -1,0 +1,255 @@
+// Both ends of a remote link, each on a thread of its own. Every frame of a link travels on one
+// tag per direction (forward: hello, data, end, abort, heartbeat; backward: grant, credit, abort,
+// heartbeat), so MPI's ordering between two ranks on one tag keeps them in order.
+
+#include "remote_frames.hpp"
+
+#include <ringpipe/error.hpp>
+#include <ringpipe/mpi/remote.hpp>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <thread>
+
+namespace ringpipe::mpi {
+namespace detail {
+
+class remote_end {
+public:
+  remote_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, int link, remote_options o, bool sending)
+      : io_(w, peer, link, o.timeout), ring_(std::move(ring)), options_(o), sending_(sending) {
+    if (link < 0 || link >= max_links)
+      throw error(errc::invalid_argument,
+                  "remote link " + std::to_string(link) + ": link numbers are 0 to " + std::to_string(max_links - 1));
+    if (peer < 0 || peer >= w.size() || peer == w.rank())
+      throw error(errc::invalid_argument,
+                  label() + ": rank " + std::to_string(peer) + " is not another rank of " + std::to_string(w.size()));
+    if (options_.batch == 0) throw error(errc::invalid_argument, label() + ": remote_options::batch is 0");
+    thread_ = std::thread([this] { run(); });
+  }
+  ~remote_end() {
+    stop_.store(true, std::memory_order_release);
+    if (thread_.joinable()) thread_.join();
+  }
+  remote_end(const remote_end&) = delete;
+  remote_end& operator=(const remote_end&) = delete;
+
+  void wait(std::chrono::nanoseconds timeout) {
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_for(lock, timeout, [&] { return done_; }))
+      throw error(errc::timeout,
+                  label() + ": not finished within " + std::to_string(timeout.count() / 1000000) + " ms");
+    if (failure_) std::rethrow_exception(failure_);
+  }
+  remote_stats stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+private:
+  std::string label() const {
+    const auto me = std::to_string(io_.self()), peer = std::to_string(io_.peer());
+    return "remote link " + std::to_string(io_.link()) + " (rank " + (sending_ ? me : peer) + " -> rank " +
+           (sending_ ? peer : me) + ", ring '" + ring_->name() + "')";
+  }
+
+  void run() {
+    try {
+      if (sending_)
+        send_stream();
+      else
+        receive_stream();
+      finish(nullptr);
+    } catch (const error& e) {
+      finish(std::make_exception_ptr(e));
+    } catch (const std::exception& e) {
+      finish(std::make_exception_ptr(error(errc::remote_failed, label() + ": " + e.what())));
+    }
+  }
+  void finish(std::exception_ptr failure) {
+    // The ring's other side (a pipeline's outlet or inlet) must not wait for a link that is gone.
+    if (failure) ring_->cancel(what(failure));
+    std::lock_guard lock(mutex_);
+    done_ = true;
+    failure_ = std::move(failure);
+    changed_.notify_all();
+  }
+  static std::string what(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      return x.what();
+    }
+  }
+  [[noreturn]] void fail(errc code, const std::string& why) { throw error(code, label() + ": " + why); }
+  // Tells the peer why this end gives up, then fails with `why`.
+  [[noreturn]] void abort_link(const std::string& why) {
+    io_.send_text(frame_kind::abort, why, sending_);
+    fail(errc::remote_failed, why);
+  }
+  // Stops for a destroyed link or a cancelled ring; heartbeats when idle; fails a silent peer.
+  void idle_turn(pacer& pace) {
+    if (stop_.load(std::memory_order_acquire))
+      abort_link("the link was destroyed on rank " + std::to_string(io_.self()) + " before its stream ended");
+    if (ring_->cancelled())
+      abort_link("its ring on rank " + std::to_string(io_.self()) + " was cancelled: " + ring_->cancel_reason());
+    io_.heartbeat_if_due(sending_);
+    if (io_.silent_for() > options_.timeout)
+      fail(errc::remote_failed, "rank " + std::to_string(io_.peer()) + " sent nothing for " +
+                                    std::to_string(io_.silent_for().count() / 1000000) +
+                                    " ms (it failed, stopped or is stuck)");
+    pace.idle();
+  }
+  // A frame the peer may send at any time: true if handled.
+  bool common(const frame& f) {
+    if (f.kind == frame_kind::heartbeat) return true;
+    if (f.kind != frame_kind::abort) return false;
+    const std::string why = "rank " + std::to_string(io_.peer()) + " gave up the link: " + f.text();
+    if (sending_) ring_->cancel(label() + ": " + why); // the producing pipeline stops too
+    fail(errc::remote_failed, why);
+  }
+
+  void send_stream() {
+    const std::uint32_t slot = ring_->slot_size();
+    io_.send_header(frame_kind::hello, slot, options_.batch, true);
+    pacer pace;
+    std::uint32_t credits = 0;
+    for (;;) { // the grant: the receiver's message size and its credits
+      if (auto f = io_.poll(false)) {
+        if (common(*f)) continue;
+        if (f->kind != frame_kind::grant) fail(errc::remote_failed, "expected the receiver's grant");
+        if (f->value != slot)
+          fail(errc::message_size, "this rank sends " + std::to_string(slot) + "-byte messages, rank " +
+                                       std::to_string(io_.peer()) + "'s ring takes " + std::to_string(f->value) +
+                                       "-byte messages");
+        credits = f->count;
+        break;
+      }
+      idle_turn(pace);
+    }
+    set_stats([&](remote_stats& s) { s.credits = credits; });
+    std::vector<std::byte> batch(std::size_t{std::min(options_.batch, credits)} * slot);
+    // The receiver grants room in its ring: its capacity, then every message that left the ring.
+    std::uint64_t allowed = credits, sent = 0;
+    for (;;) {
+      while (auto f = io_.poll(false)) {
+        if (common(*f)) continue;
+        if (f->kind != frame_kind::credit) fail(errc::remote_failed, "an unexpected frame");
+        allowed += f->count;
+      }
+      const auto room = static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed - sent, options_.batch));
+      const std::size_t n = room > 0 ? ring_->pop_n_bytes(batch.data(), room) : 0;
+      if (n > 0) {
+        io_.send_data(batch.data(), n, slot);
+        sent += n;
+        const auto in_flight = static_cast<std::uint32_t>(sent - (allowed - credits)); // not yet out of its ring
+        set_stats([&](remote_stats& s) {
+          s.messages = sent;
+          ++s.batches;
+          s.max_in_flight = std::max(s.max_in_flight, in_flight);
+        });
+        pace.progress();
+        continue;
+      }
+      if (room > 0 && ring_->drained()) {
+        io_.send_header(frame_kind::end, 0, sent, true);
+        return;
+      }
+      idle_turn(pace);
+    }
+  }
+
+  void receive_stream() {
+    const std::uint32_t slot = ring_->slot_size();
+    pacer pace;
+    for (;;) { // the hello: the sender's message size
+      if (auto f = io_.poll(true)) {
+        if (common(*f)) continue;
+        if (f->kind != frame_kind::hello) fail(errc::remote_failed, "expected the sender's hello");
+        io_.send_header(frame_kind::grant, f->count == slot ? ring_->capacity() : 0, slot, false);
+        if (f->count != slot)
+          fail(errc::message_size, "rank " + std::to_string(io_.peer()) + " sends " + std::to_string(f->count) +
+                                       "-byte messages, this rank's ring takes " + std::to_string(slot) +
+                                       "-byte messages");
+        break;
+      }
+      idle_turn(pace);
+    }
+    set_stats([&](remote_stats& s) { s.credits = ring_->capacity(); });
+    std::uint64_t received = 0, granted = ring_->capacity();
+    // Grants what left the ring since the last grant: a sender never sends more than fits.
+    const auto grant = [&](bool any) {
+      const std::uint64_t target = ring_->capacity() + (received - ring_->size());
+      const std::uint64_t more = target - granted;
+      if (more == 0 || (!any && more < std::min<std::uint64_t>(options_.batch, ring_->capacity() / 4 + 1))) return;
+      io_.send_header(frame_kind::credit, static_cast<std::uint32_t>(more), 0, false);
+      granted = target;
+    };
+    for (;;) {
+      auto f = io_.poll(true);
+      if (!f) {
+        grant(true);
+        idle_turn(pace);
+        continue;
+      }
+      pace.progress();
+      if (common(*f)) continue;
+      if (f->kind == frame_kind::end) {
+        if (f->value != received)
+          fail(errc::remote_failed, "rank " + std::to_string(io_.peer()) + " sent " + std::to_string(f->value) +
+                                        " messages, " + std::to_string(received) + " arrived");
+        ring_->close();
+        return;
+      }
+      if (f->kind != frame_kind::data) fail(errc::remote_failed, "an unexpected frame");
+      const std::byte* at = f->payload.data();
+      for (std::uint32_t left = f->count; left > 0;) { // backpressure: the ring has room in the end
+        const auto pushed = static_cast<std::uint32_t>(ring_->push_n_bytes(at, left));
+        at += std::size_t{pushed} * slot;
+        left -= pushed;
+        if (left > 0) idle_turn(pace);
+      }
+      received += f->count;
+      grant(false);
+      set_stats([&](remote_stats& s) {
+        s.messages = received;
+        ++s.batches;
+      });
+    }
+  }
+
+  template <class Fn> void set_stats(Fn&& fn) {
+    std::lock_guard lock(mutex_);
+    fn(stats_);
+  }
+
+  link_io io_;
+  std::shared_ptr<ring_buffer> ring_;
+  remote_options options_;
+  bool sending_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool done_ = false;
+  std::exception_ptr failure_;
+  remote_stats stats_;
+  std::thread thread_; // last: started once everything above exists
+};
+
+} // namespace detail
+
+remote_sender::remote_sender(world& w, std::shared_ptr<ring_buffer> from, int to, int link, remote_options options)
+    : end_(std::make_unique<detail::remote_end>(w, std::move(from), to, link, options, true)) {}
+remote_sender::~remote_sender() = default;
+void remote_sender::wait(std::chrono::nanoseconds timeout) { end_->wait(timeout); }
+remote_stats remote_sender::stats() const { return end_->stats(); }
+
+remote_receiver::remote_receiver(world& w, std::shared_ptr<ring_buffer> into, int from, int link,
+                                 remote_options options)
+    : end_(std::make_unique<detail::remote_end>(w, std::move(into), from, link, options, false)) {}
+remote_receiver::~remote_receiver() = default;
+void remote_receiver::wait(std::chrono::nanoseconds timeout) { end_->wait(timeout); }
+remote_stats remote_receiver::stats() const { return end_->stats(); }
+
+} // namespace ringpipe::mpi
