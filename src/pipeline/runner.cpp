@@ -311,9 +311,16 @@ void runner::wait(std::chrono::nanoseconds timeout) {
   std::unique_lock lock(mutex_);
   for (;;) {
     lock.unlock();
-    for (std::size_t i = 0; i < stages_.size(); ++i)
+    for (std::size_t i = 0; i < stages_.size(); ++i) {
       if (stages_[i].kernel)
         if (auto f = stages_[i].kernel->failure()) record_failure(g_.stages[i].name, f);
+      // An inlet or outlet cancelled by whoever drives it (a remote link whose peer failed): the
+      // pipeline fails with its reason instead of waiting for a stream that will not come.
+      if (const auto& port = stages_[i].port; port && port->cancelled())
+        record_failure(g_.stages[i].name, std::make_exception_ptr(error(
+                                              errc::cancelled, "ring '" + port->name() + "' was cancelled by " +
+                                                                   "the code driving it: " + port->cancel_reason())));
+    }
     lock.lock();
     if (auto f = first_failure_) {
       // record_failure() halted everything: wait, up to give_up_after, for it to stop.
