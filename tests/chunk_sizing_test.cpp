@@ -10,6 +10,7 @@ namespace {
 using ringpipe::dynamic_partition;
 using ringpipe::detail::dynamic_chunk_size;
 using ringpipe::detail::lane_speed;
+using ringpipe::detail::speed_record;
 
 const dynamic_partition plain{.min_chunk = 1, .first_chunks = 16, .in_flight = 2, .speed_window = 5};
 
@@ -57,6 +58,32 @@ TEST(ChunkSizing, BoundsAndRounding) {
   EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 100, d, 2, 64), 64u); // at least one work-group
   const std::vector<lane_speed> stalled = {{"a", 0.0, true, true}};
   EXPECT_EQ(dynamic_chunk_size(stalled, 0, 1000, 1000, plain, 2, 1), 500u); // no speed: still progress
+}
+
+TEST(SpeedRecord, SmallChunksAtTheEndDoNotMakeAFastDeviceLookSlow) {
+  // A device doing 2.8 M items/s, each chunk paying 1 ms of fixed cost; its chunks halve toward
+  // the run's end, as guided chunks do. Another measured on two big chunks at 0.47 M items/s.
+  const double rate = 2.8e6, cost = 1e-3;
+  speed_record fast, slow;
+  for (std::size_t items = 262144; items >= 64; items /= 2)
+    fast.add(items, cost + static_cast<double>(items) / rate, 5);
+  slow.add(131072, cost + 131072 / 0.47e6, 5);
+  slow.add(131072, cost + 131072 / 0.47e6, 5);
+  EXPECT_GT(fast.items_per_second(), 2 * slow.items_per_second());
+  // Kept: the last five, and the older chunks bigger than all the newer ones together.
+  EXPECT_GT(fast.chunks(), 5u);
+  EXPECT_LE(fast.chunks(), 40u);
+}
+
+TEST(SpeedRecord, ItemsOverSecondsOfTheWindow) {
+  speed_record r;
+  EXPECT_EQ(r.items_per_second(), 0.0);
+  r.add(1000, 1.0, 2);
+  r.add(1000, 1.0, 2);
+  EXPECT_DOUBLE_EQ(r.items_per_second(), 1000.0);
+  r.add(1000, 0.25, 2); // the first falls out: the newer two hold as many items
+  EXPECT_EQ(r.chunks(), 2u);
+  EXPECT_DOUBLE_EQ(r.items_per_second(), 2000.0 / 1.25);
 }
 
 } // namespace

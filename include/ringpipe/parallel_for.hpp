@@ -67,7 +67,7 @@ struct parallel_device_stats {
   std::size_t items = 0;       ///< indices it completed
   std::size_t chunks = 0;      ///< chunks it completed
   double busy_seconds = 0;     ///< summed chunk times
-  double items_per_second = 0; ///< the median speed of its recent chunks
+  double items_per_second = 0; ///< its recent chunks' items over their seconds
   std::string failure;         ///< why it dropped out, if it did
 };
 

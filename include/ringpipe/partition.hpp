@@ -36,14 +36,15 @@ struct weighted_partition {
   std::vector<double> weights;
 };
 
-/// Chunks handed to each device as it finishes the last, sized by its measured speed (a median of
-/// its recent chunks, so one slow outlier does not starve it) and shrinking toward the end so the
+/// Chunks handed to each device as it finishes the last, sized by its measured speed (the items of
+/// its recent chunks over their seconds, so that neither one slow outlier nor the fixed cost of
+/// small chunks starves it) and shrinking toward the end so the
 /// devices finish together. Only parallel_for can run it: the split depends on the run.
 struct dynamic_partition {
   std::size_t min_chunk = 4096;  ///< no chunk smaller, except the last
   std::size_t first_chunks = 16; ///< the first chunk of each device is about n / (devices * first_chunks)
   std::size_t in_flight = 2;     ///< chunks queued on a device at once, so it never waits for the host
-  std::size_t speed_window = 5;  ///< chunks the median speed is taken over
+  std::size_t speed_window = 5;  ///< chunks the speed is taken over (at least)
 };
 
 using partitioner = std::variant<dynamic_partition, block_partition, cyclic_partition, weighted_partition>;

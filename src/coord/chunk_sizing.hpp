@@ -5,6 +5,7 @@
 #include <ringpipe/partition.hpp>
 
 #include <cstddef>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,29 @@ struct lane_speed {
   double rate = 1;    ///< items per second (measured, or the prior)
   bool known = false; ///< measured by enough chunks
   bool alive = true;
+};
+
+/// A device's recent chunks and the speed they show: their items over their seconds, so that a
+/// chunk counts by its size. Each chunk pays a fixed cost (enqueue, wake-up, completion callback);
+/// a median of per-chunk speeds let the small chunks at a run's end, where that cost dominates,
+/// make a fast device look slower than one measured on big chunks only. The last `window` chunks
+/// are kept, and older ones while they hold more items than all the newer ones together (at most
+/// eight times `window` in all).
+class speed_record {
+public:
+  void add(std::size_t items, double seconds, std::size_t window);
+  /// Items per second (0 before any chunk).
+  double items_per_second() const;
+  std::size_t chunks() const { return chunks_.size(); }
+
+private:
+  struct chunk {
+    std::size_t items;
+    double seconds;
+  };
+  std::deque<chunk> chunks_;
+  std::size_t items_ = 0;
+  double seconds_ = 0;
 };
 
 /// The next chunk for lane `l`, with `remaining` of `n` indices not yet handed out. Until every

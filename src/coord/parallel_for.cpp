@@ -141,8 +141,9 @@ private:
     return sum;
   }
   /// Whether lane `l`'s speed is known: from two chunks, so that one slow first chunk (a compile,
-  /// a page-in) does not mark it slow for good (the median of two is the faster).
-  bool known(std::size_t l) const { return speeds_.items_per_second[lanes_[l].dev->index()].size() >= 2; }
+  /// a page-in) does not mark it slow for good.
+  bool known(std::size_t l) const { return speed_of(l).chunks() >= 2; }
+  const speed_record& speed_of(std::size_t l) const { return speeds_.speed[lanes_[l].dev->index()]; }
   bool all_known() const {
     for (std::size_t k = 0; k < lanes_.size(); ++k)
       if (lanes_[k].alive() && !known(k)) return false;
@@ -195,15 +196,14 @@ private:
     return d.info().budget_pool.empty() ? "device " + std::to_string(d.index()) : d.info().budget_pool;
   }
 
-  /// Items per second of lane `l`: the median of its recent chunks, or its compute units scaled
+  /// Items per second of lane `l`: its recent chunks' (speed_record), or its compute units scaled
   /// by the lanes that were measured.
   double rate(std::size_t l) const {
-    const auto& mine = speeds_.items_per_second[lanes_[l].dev->index()];
-    if (!mine.empty()) return median(mine);
+    if (const auto& mine = speed_of(l); mine.chunks() != 0) return mine.items_per_second();
     std::deque<double> ratios;
-    for (const auto& s : lanes_)
-      if (const auto& m = speeds_.items_per_second[s.dev->index()]; !m.empty())
-        ratios.push_back(median(m) / std::max(1u, s.dev->info().compute_units));
+    for (std::size_t k = 0; k < lanes_.size(); ++k)
+      if (const auto& m = speed_of(k); m.chunks() != 0)
+        ratios.push_back(m.items_per_second() / std::max(1u, lanes_[k].dev->info().compute_units));
     const double cu = std::max(1u, lanes_[l].dev->info().compute_units);
     return ratios.empty() ? cu : cu * median(ratios);
   }
@@ -325,11 +325,8 @@ private:
     ++s.stats.chunks;
     s.stats.busy_seconds += seconds;
     if (seconds > 0) {
-      auto& window = speeds_.items_per_second[s.dev->index()];
-      window.push_back(static_cast<double>(c.range.size()) / seconds);
       const auto* d = std::get_if<dynamic_partition>(&options_.partition);
-      while (window.size() > (d ? std::max<std::size_t>(1, d->speed_window) : 5))
-        window.pop_front();
+      speeds_.speed[s.dev->index()].add(c.range.size(), seconds, d ? d->speed_window : 5);
     }
   }
 
@@ -360,7 +357,7 @@ private:
     r.seconds = std::chrono::duration<double>(clock_type::now() - start_).count();
     for (const auto& s : lanes_) {
       r.devices.push_back(s.stats);
-      r.devices.back().items_per_second = median(speeds_.items_per_second[s.dev->index()]);
+      r.devices.back().items_per_second = speeds_.speed[s.dev->index()].items_per_second();
     }
     r.chunks = std::move(records_);
     return r;

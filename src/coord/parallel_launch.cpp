@@ -29,6 +29,21 @@ std::size_t dynamic_chunk_size(const std::vector<lane_speed>& lanes, std::size_t
   return std::min(remaining, std::max(local, size / local * local));
 }
 
+void speed_record::add(std::size_t items, double seconds, std::size_t window) {
+  chunks_.push_back({items, seconds});
+  items_ += items;
+  seconds_ += seconds;
+  window = std::max<std::size_t>(1, window);
+  while (chunks_.size() > window &&
+         (items_ - chunks_.front().items >= chunks_.front().items || chunks_.size() > 8 * window)) {
+    items_ -= chunks_.front().items;
+    seconds_ -= chunks_.front().seconds;
+    chunks_.pop_front();
+  }
+}
+
+double speed_record::items_per_second() const { return seconds_ > 0 ? static_cast<double>(items_) / seconds_ : 0.0; }
+
 double median(std::deque<double> v) {
   if (v.empty()) return 0;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());

@@ -2,6 +2,7 @@
 // Between parallel_kernel (built programs, validation, reports) and its scheduler (one run).
 
 #include "../core/transfer_service.hpp"
+#include "chunk_sizing.hpp"
 
 #include <ringpipe/parallel_for.hpp>
 
@@ -22,7 +23,7 @@ struct parallel_speeds {
   std::shared_ptr<transfer_service> commands;
   std::vector<const device*> lanes;
   std::vector<cl::Program> programs;
-  std::map<std::size_t, std::deque<double>> items_per_second; // per device index: recent chunks
+  std::map<std::size_t, speed_record> speed; // per device index
 };
 
 /// A power of two up to 64 on CPUs (256 elsewhere) that the kernel allows on the device: dynamic
