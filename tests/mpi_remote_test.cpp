@@ -1,7 +1,9 @@
 // Remote links between two ranks (run under mpirun -n 2): a stream from a pipeline on rank 0
 // through a ring kernel on rank 1, exactly once and in order; credits that bound what is in
 // flight behind a slow consumer; message sizes that differ refused on both ranks; a failure on
-// rank 0 reaching rank 1 with its reason.
+// rank 0 reaching rank 1 with its reason; one pipeline declared on both ranks, each running its
+// own stages (mpi::distributed_pipeline), its failures reaching both.
+#include <ringpipe/mpi/distributed_pipeline.hpp>
 #include <ringpipe/mpi/remote.hpp>
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
@@ -161,6 +163,94 @@ TEST_F(RemoteLink, AFailureOnOneRankReachesTheOtherWithItsReason) {
                                     "the link ended cleanly");
     EXPECT_LE(taken.load(), 1000u);
   }
+}
+
+// One pipeline declared on both ranks (mpi::distributed_pipeline): source and check on rank 0,
+// a kernel and a host step on rank 1; two crossings, joined without naming a link.
+struct spread_pipeline {
+  pipeline p;
+  ringpipe::testing::checker check;
+  spread_pipeline(runtime& rt, std::uint32_t count, std::uint32_t fail_at) : p(rt, {"spread"}) {
+    check.hops = 2;
+    auto src = p.add_source<msg>("source", ringpipe::testing::counting_source(count));
+    auto k = p.add_kernel<msg, msg>("map", ringpipe::testing::test_kernel("test_map"));
+    auto h = p.add_host<msg, msg>("step", [fail_at](const msg& m) {
+      if (m.seq == fail_at) throw std::runtime_error("step cannot take sample " + std::to_string(fail_at));
+      return ringpipe::testing::host_step(m);
+    });
+    auto sink = p.add_sink<msg>("check", [this](const msg& m) { check(m); });
+    p.connect(src.out(), k.in());
+    p.connect(k.out(), h.in());
+    p.connect(h.out(), sink.in());
+    p.on_rank(k, 1);
+    p.on_rank(h, 1);
+  }
+};
+
+TEST_F(RemoteLink, OnePipelineDeclaredOnEveryRankRunsItsPartsOnTheirRanks) {
+  constexpr std::uint32_t count = 200000;
+  spread_pipeline s(rt(), count, count);
+  mpi::distributed_pipeline d(w(), s.p);
+  d.run(120s);
+  ASSERT_EQ(d.links().size(), 2u);
+  for (const auto& st : d.link_stats())
+    EXPECT_EQ(st.messages, count);
+  const auto plan = d.plan();
+  EXPECT_NE(plan.find("remote link 8192: source (rank 0) -> map (rank 1)"), std::string::npos) << plan;
+  if (sender()) {
+    EXPECT_EQ(s.check.expected, count) << s.check.first_error;
+    EXPECT_EQ(s.check.errors, 0u) << s.check.first_error;
+  }
+}
+
+TEST_F(RemoteLink, AStageFailingOnOneRankFailsThePipelineOnEveryRank) {
+  spread_pipeline s(rt(), 1000000, 5000);
+  mpi::distributed_pipeline d(w(), s.p);
+  d.start();
+  const auto started = std::chrono::steady_clock::now();
+  // Rank 1 fails with the stage's error; rank 0 learns of it through the link rank 1 broke.
+  std::vector<std::string> words = {"step cannot take sample 5000"};
+  if (sender())
+    words.push_back("rank 1 gave up the link");
+  else
+    words.push_back("stage 'step' failed");
+  try {
+    d.wait(60s);
+    ADD_FAILURE() << "a pipeline whose stage failed finished";
+  } catch (const ringpipe::error& e) {
+    for (const auto& word : words)
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << "'" << word << "' not in: " << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
+  if (sender()) {
+    EXPECT_LE(s.check.expected, 5000u); // those before the failing one may all arrive
+  }
+}
+
+TEST_F(RemoteLink, TheSameLinkNumbersServeAgainAfterAFailure) {
+  // Frames a failed link left in flight must not reach the next link with its number.
+  for (const std::uint32_t fail_at : {300u, 7000u, 60000u}) {
+    spread_pipeline failing(rt(), 100000, fail_at);
+    mpi::distributed_pipeline d(w(), failing.p);
+    d.start();
+    EXPECT_THROW(d.wait(60s), ringpipe::error);
+  }
+  spread_pipeline s(rt(), 50000, 50000);
+  mpi::distributed_pipeline d(w(), s.p);
+  d.run(60s);
+  if (sender()) {
+    EXPECT_EQ(s.check.expected, 50000u) << s.check.first_error;
+    EXPECT_EQ(s.check.errors, 0u) << s.check.first_error;
+  }
+}
+
+TEST_F(RemoteLink, AStageOnARankTheProgramLacksIsRefusedOnEveryRankBeforeAnythingRuns) {
+  spread_pipeline s(rt(), 10, 10);
+  s.p.on_rank("step", 2);
+  mpi::distributed_pipeline d(w(), s.p);
+  ringpipe::testing::expect_error([&] { d.start(); }, make_error_code(errc::invalid_pipeline),
+                                  {"pipeline 'spread'", "stage 'step' on rank 2"}, "a stage on rank 2 of 2 ran");
+  EXPECT_TRUE(d.links().empty());
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 //   p.connect(scale.out(), check.in());
 //   p.run(); // or start() ... wait()
 
+#include <ringpipe/cross_rank.hpp>
 #include <ringpipe/detail/host_function.hpp>
 #include <ringpipe/farm.hpp>
 #include <ringpipe/kernel.hpp>
@@ -29,6 +30,7 @@
 #include <type_traits>
 #include <typeindex>
 #include <utility>
+#include <vector>
 
 namespace ringpipe {
 
@@ -187,6 +189,18 @@ public:
     set_fan_out_id(stage.id, policy);
   }
 
+  // --- one pipeline over several processes (cross_rank.hpp) ---
+  /// Runs `stage` (a farm: all of its stages) on process `rank` of a program whose every process
+  /// declares this pipeline alike. Stages not placed run on rank 0.
+  void on_rank(const std::string& stage, int rank);
+  template <class In, class Out> void on_rank(stage_ref<In, Out> stage, int rank) { on_rank_id(stage.id, rank); }
+  /// This process is rank `rank` of `ranks`: start() runs only the stages placed on it, with a
+  /// port for each connection to another rank. Called by the code that joins the processes.
+  void set_ranks(int rank, int ranks);
+  /// This rank's ends of the connections between ranks, rings included after start(); empty
+  /// until set_ranks(). Refuses what start() would refuse (a stage on no rank of the program).
+  std::vector<cross_rank_link> cross_rank_links() const;
+
   // --- running ---
   /// Validates the graph and plans it (placement, fusion, link kinds, persistent budget) without
   /// building or launching anything and without any OpenCL call: what start() will build.
@@ -249,6 +263,7 @@ private:
                                                       farm_options farm, kernel_options options);
   void connect_ids(std::size_t from, std::size_t to, link_options options);
   void set_fan_out_id(std::size_t stage, fan_out policy);
+  void on_rank_id(std::size_t stage, int rank);
   std::shared_ptr<ring_buffer> port_ring(const std::string& name, const message_type& type, bool inlet);
 
   std::unique_ptr<detail::pipeline_impl> impl_;

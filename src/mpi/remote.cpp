@@ -18,7 +18,8 @@ namespace detail {
 class remote_end {
 public:
   remote_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, int link, remote_options o, bool sending)
-      : io_(w, peer, link, o.timeout), ring_(std::move(ring)), options_(o), sending_(sending) {
+      : io_(w, peer, link, o.timeout, [this] { return stop_.load(std::memory_order_acquire) || ring_->cancelled(); }),
+        ring_(std::move(ring)), options_(o), sending_(sending) {
     if (link < 0 || link >= max_links)
       throw error(errc::invalid_argument,
                   "remote link " + std::to_string(link) + ": link numbers are 0 to " + std::to_string(max_links - 1));
@@ -90,10 +91,12 @@ private:
   }
   // Stops for a destroyed link or a cancelled ring; heartbeats when idle; fails a silent peer.
   void idle_turn(pacer& pace) {
-    if (stop_.load(std::memory_order_acquire))
-      abort_link("the link was destroyed on rank " + std::to_string(io_.self()) + " before its stream ended");
+    // A cancelled ring first: its reason (a pipeline's failure) says more than the destruction
+    // that often follows it at once.
     if (ring_->cancelled())
       abort_link("its ring on rank " + std::to_string(io_.self()) + " was cancelled: " + ring_->cancel_reason());
+    if (stop_.load(std::memory_order_acquire))
+      abort_link("the link was destroyed on rank " + std::to_string(io_.self()) + " before its stream ended");
     io_.heartbeat_if_due(sending_);
     if (io_.silent_for() > options_.timeout)
       fail(errc::remote_failed, "rank " + std::to_string(io_.peer()) + " sent nothing for " +
@@ -154,9 +157,27 @@ private:
       }
       if (room > 0 && ring_->drained()) {
         io_.send_header(frame_kind::end, 0, sent, true);
-        return;
+        return await_done();
       }
       idle_turn(pace);
+    }
+  }
+  // After the end: the receiver's credits and heartbeats until its done. No heartbeat from here
+  // (the receiver reads nothing after the end); its ring has ended, so a cancel no longer matters.
+  void await_done() {
+    pacer pace;
+    for (;;) {
+      while (auto f = io_.poll(false)) {
+        if (f->kind == frame_kind::done) return;
+        if (!common(*f) && f->kind != frame_kind::credit) fail(errc::remote_failed, "an unexpected frame");
+      }
+      if (stop_.load(std::memory_order_acquire))
+        abort_link("the link was destroyed on rank " + std::to_string(io_.self()) + " before rank " +
+                   std::to_string(io_.peer()) + " had the whole stream");
+      if (io_.silent_for() > options_.timeout)
+        fail(errc::remote_failed, "rank " + std::to_string(io_.peer()) + " did not confirm the end of the stream in " +
+                                      std::to_string(io_.silent_for().count() / 1000000) + " ms");
+      pace.idle();
     }
   }
 
@@ -200,6 +221,7 @@ private:
           fail(errc::remote_failed, "rank " + std::to_string(io_.peer()) + " sent " + std::to_string(f->value) +
                                         " messages, " + std::to_string(received) + " arrived");
         ring_->close();
+        io_.send_header(frame_kind::done, 0, received, false);
         return;
       }
       if (f->kind != frame_kind::data) fail(errc::remote_failed, "an unexpected frame");

@@ -1,3 +1,5 @@
+#include "link_book.hpp"
+
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/world.hpp>
 
@@ -8,7 +10,7 @@
 
 namespace ringpipe::mpi {
 
-world::world(int& argc, char**& argv) {
+world::world(int& argc, char**& argv) : book_(std::make_unique<detail::link_book>()) {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (initialised != 0) throw error(errc::invalid_argument, "mpi::world: MPI is already initialised in this process");

@@ -29,6 +29,7 @@ struct stage_decl {
   // A farm's dealer and merger share its ledger; the dealer keeps the options.
   std::shared_ptr<farm_ledger> farm;
   farm_options farm_opts;
+  int rank = 0; // the process it runs on (pipeline::on_rank)
 
   std::string in_port() const { return name + ".in"; }
   std::string out_port() const { return name + ".out"; }

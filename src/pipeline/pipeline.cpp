@@ -1,8 +1,7 @@
 // The pipeline handle: declaration calls build the graph; start() plans it and hands it to a
 // runner.
 
-#include "planner.hpp"
-#include "runner.hpp"
+#include "pipeline_impl.hpp"
 
 #include <cxxabi.h>
 
@@ -32,15 +31,6 @@ std::string with_article(std::string_view word) {
   const bool vowel = !word.empty() && std::string_view("aeiou").find(word[0]) != std::string_view::npos;
   return (vowel ? "an " : "a ") + std::string(word);
 }
-
-struct pipeline_impl {
-  pipeline_impl(runtime& r, pipeline_options o) : rt(r), options(std::move(o)) { g.name = options.name; }
-  runtime& rt;
-  pipeline_options options;
-  graph g;
-  std::unique_ptr<runner> run; // after start()
-  host_capacity host() const { return {rt.host_cores(), rt.threads()}; }
-};
 
 } // namespace detail
 
@@ -144,14 +134,20 @@ void pipeline::set_fan_out(const std::string& stage, fan_out policy) { set_fan_o
 void pipeline::set_fan_out_id(std::size_t stage, fan_out policy) { def(stage).policy = policy; }
 
 pipeline_plan pipeline::dry_run() const {
+  if (impl_->ranks != 0) {
+    const auto part = detail::project(impl_->g, impl_->rank, impl_->ranks);
+    return detail::make_plan(part.local, impl_->rt.devices(), impl_->options, impl_->host()).summary(part.local);
+  }
   return detail::make_plan(impl_->g, impl_->rt.devices(), impl_->options, impl_->host()).summary(impl_->g);
 }
 
 void pipeline::start() {
   auto& p = *impl_;
   if (p.run) throw error(errc::invalid_pipeline, "pipeline '" + p.options.name + "' was already started");
-  auto planned = detail::make_plan(p.g, p.rt.devices(), p.options, p.host());
-  auto run = std::make_unique<detail::runner>(p.rt, p.g, std::move(planned), p.options);
+  if (p.ranks != 0) p.part = std::make_unique<detail::rank_part>(detail::project(p.g, p.rank, p.ranks));
+  const auto& g = p.graph_run();
+  auto planned = detail::make_plan(g, p.rt.devices(), p.options, p.host());
+  auto run = std::make_unique<detail::runner>(p.rt, g, std::move(planned), p.options);
   run->start();
   p.run = std::move(run);
 }
@@ -166,8 +162,9 @@ void pipeline::wait(std::chrono::nanoseconds timeout) {
 stop_report pipeline::stop() noexcept { return impl_->run ? impl_->run->stop() : stop_report{}; }
 
 std::shared_ptr<ring_buffer> pipeline::port_ring(const std::string& name, const message_type& type, bool inlet) {
-  const auto id = impl_->g.find(name);
-  auto& s = def(id);
+  const auto& g = impl_->graph_run();
+  const auto id = g.find(name);
+  const auto& s = g.stages[id];
   const auto want = inlet ? stage_kind::inlet : stage_kind::outlet;
   if (s.kind != want)
     throw error(errc::invalid_argument, "stage '" + name + "' is " + detail::with_article(to_string(s.kind)) +

@@ -4,11 +4,16 @@
 // MPI calls one at a time under the world's lock (so MPI_THREAD_SERIALIZED suffices); a program
 // that makes MPI calls of its own while remote links run takes the same lock.
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 
 namespace ringpipe::mpi {
+
+namespace detail {
+struct link_book;
+}
 
 class world {
 public:
@@ -28,11 +33,15 @@ public:
   /// Ends every rank at once (MPI_Abort), after printing `why` on this rank's stderr: for a
   /// failure the other ranks cannot learn of by themselves.
   [[noreturn]] void abort(std::string_view why, int code = 1) noexcept;
+  /// The remote links' records (for remote.cpp): how often each link number was opened with each
+  /// peer, and frames that came before their link was opened here. Guarded by lock().
+  detail::link_book& link_book() noexcept { return *book_; }
 
 private:
   int rank_ = 0, size_ = 1;
   std::string host_;
   std::mutex lock_;
+  std::unique_ptr<detail::link_book> book_;
 };
 
 } // namespace ringpipe::mpi

@@ -1,0 +1,23 @@
+#pragma once
+// What a world records for its remote links. Link numbers serve again (a program that runs one
+// pipeline after another over the same ranks), so each opening of a number with a peer is a new
+// generation, counted alike on both ranks, and every frame carries its generation: a frame of a
+// link that ended (a failed link leaves frames in flight) is dropped, and one of a link opened on
+// the peer but not here yet is kept for it.
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace ringpipe::mpi::detail {
+
+struct link_book {
+  std::map<std::pair<int, int>, std::uint32_t> opened;                                     // (link, peer)
+  std::map<std::tuple<int, int, std::uint32_t>, std::deque<std::vector<std::byte>>> early; // (peer, tag, generation)
+};
+
+} // namespace ringpipe::mpi::detail

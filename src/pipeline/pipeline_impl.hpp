@@ -1,0 +1,25 @@
+#pragma once
+// What a pipeline handle holds: its declaration and, once started, its runner.
+
+#include "planner.hpp"
+#include "ranks.hpp"
+#include "runner.hpp"
+
+#include <memory>
+
+namespace ringpipe::detail {
+
+struct pipeline_impl {
+  pipeline_impl(runtime& r, pipeline_options o) : rt(r), options(std::move(o)) { g.name = options.name; }
+  runtime& rt;
+  pipeline_options options;
+  graph g;
+  int rank = 0, ranks = 0;         // set_ranks(); 0 ranks: the whole pipeline runs here
+  std::unique_ptr<rank_part> part; // this rank's part, from start() on (when split over ranks)
+  std::unique_ptr<runner> run;     // after start()
+  host_capacity host() const { return {rt.host_cores(), rt.threads()}; }
+  /// The graph start() runs: this rank's part, or the whole.
+  const graph& graph_run() const { return part ? part->local : g; }
+};
+
+} // namespace ringpipe::detail

@@ -1,0 +1,127 @@
+// One pipeline over several processes: placing stages on ranks, and each rank's part of it.
+
+#include "ranks.hpp"
+#include "pipeline_impl.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace ringpipe {
+
+namespace detail {
+
+namespace {
+
+std::string rank_text(int r) { return "rank " + std::to_string(r); }
+
+// A port stage standing for `other` (a stage on another rank) at one end of `e`.
+std::size_t add_port(graph& local, const graph& g, const edge_decl& e, bool sending) {
+  const auto& a = g.stages[e.from];
+  const auto& b = g.stages[e.to];
+  if (sending)
+    return local.add_stage(a.name + "->" + b.name + "@rank" + std::to_string(b.rank), stage_kind::outlet, a.out,
+                           message_type::of<no_message>());
+  return local.add_stage(a.name + "@rank" + std::to_string(a.rank) + "->" + b.name, stage_kind::inlet,
+                         message_type::of<no_message>(), b.in);
+}
+
+} // namespace
+
+rank_part project(const graph& g, int rank, int ranks) {
+  validate(g);
+  const std::string what = "pipeline '" + g.name + "' (" + rank_text(rank) + " of " + std::to_string(ranks) + ")";
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw error(errc::invalid_argument, what + ": no such rank; ranks are 0 to " + std::to_string(ranks - 1));
+  std::string outside;
+  for (const auto& s : g.stages)
+    if (s.rank >= ranks) outside += "\n  stage '" + s.name + "' on " + rank_text(s.rank);
+  if (!outside.empty())
+    throw error(errc::invalid_pipeline, what +
+                                            ": stages placed on ranks the program does not have (run it on more "
+                                            "processes, or place them on ranks 0 to " +
+                                            std::to_string(ranks - 1) + "):" + outside);
+  rank_part part;
+  part.local.name = g.name;
+  part.local.on_kernels_built = g.on_kernels_built;
+  part.local.barrier_metrics = g.barrier_metrics;
+  std::map<std::size_t, std::size_t> local_id;
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    if (g.stages[i].rank != rank) continue;
+    local_id[i] = part.local.stages.size();
+    part.local.stages.push_back(g.stages[i]);
+    part.local.stages.back().in_edges.clear();
+    part.local.stages.back().out_edges.clear();
+  }
+  if (part.local.stages.empty())
+    throw error(errc::invalid_pipeline, what + ": no stage is placed on this rank (pipeline::on_rank); run the "
+                                               "program on fewer processes or place a stage here");
+  for (const auto& r : g.resident)
+    if (g.stages[g.find(r)].rank == rank) part.local.resident.push_back(r);
+  std::size_t crossing = 0;
+  for (const auto& e : g.edges) {
+    const bool has_from = local_id.count(e.from) != 0, has_to = local_id.count(e.to) != 0;
+    if (has_from && has_to) {
+      part.local.connect(local_id[e.from], local_id[e.to], e.options);
+    } else if (has_from || has_to) {
+      const auto port = add_port(part.local, g, e, has_from);
+      if (has_from)
+        part.local.connect(local_id[e.from], port, e.options);
+      else
+        part.local.connect(port, local_id[e.to], e.options);
+      const auto& a = g.stages[e.from];
+      const auto& b = g.stages[e.to];
+      part.links.push_back(
+          {crossing, a.name, b.name, a.rank, b.rank, has_from, part.local.stages[port].name, a.out.size, nullptr});
+      part.ports.push_back(port);
+    }
+    if (g.stages[e.from].rank != g.stages[e.to].rank) ++crossing;
+  }
+  return part;
+}
+
+} // namespace detail
+
+void pipeline::on_rank(const std::string& stage, int rank) {
+  auto& g = impl_->g;
+  // A farm is its dealer, its replicas ("name@k") and its merger.
+  const bool farm = std::any_of(g.stages.begin(), g.stages.end(),
+                                [&](const detail::stage_decl& s) { return s.name == stage + ":deal"; });
+  std::vector<std::size_t> ids;
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    const auto& n = g.stages[i].name;
+    if (n == stage || (farm && (n == stage + ":deal" || n == stage + ":merge" ||
+                                (n.rfind(stage + "@", 0) == 0 && g.stages[i].is_kernel()))))
+      ids.push_back(i);
+  }
+  if (ids.empty()) g.find(stage); // throws, naming the pipeline
+  if (impl_->run) throw error(errc::invalid_pipeline, "stage '" + stage + "' placed on a rank after start()");
+  if (rank < 0) throw error(errc::invalid_argument, "stage '" + stage + "': rank " + std::to_string(rank) + " < 0");
+  for (const auto id : ids)
+    def(id).rank = rank;
+}
+
+void pipeline::on_rank_id(std::size_t stage, int rank) {
+  const auto& s = def(stage);
+  // A farm's ref is its dealer ("name:deal"): the whole farm moves.
+  on_rank(s.kind == stage_kind::dealer ? s.name.substr(0, s.name.size() - 5) : s.name, rank);
+}
+
+void pipeline::set_ranks(int rank, int ranks) {
+  if (impl_->run) throw error(errc::invalid_pipeline, "pipeline '" + name() + "': set_ranks after start()");
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw error(errc::invalid_argument, "pipeline '" + name() + "': rank " + std::to_string(rank) + " of " +
+                                            std::to_string(ranks) + " does not exist");
+  impl_->rank = rank;
+  impl_->ranks = ranks;
+}
+
+std::vector<cross_rank_link> pipeline::cross_rank_links() const {
+  if (impl_->ranks == 0) return {};
+  if (!impl_->part) return detail::project(impl_->g, impl_->rank, impl_->ranks).links;
+  auto links = impl_->part->links;
+  for (std::size_t i = 0; i < links.size(); ++i)
+    links[i].ring = impl_->run->port(impl_->part->ports[i]);
+  return links;
+}
+
+} // namespace ringpipe
