@@ -67,5 +67,10 @@ void links_topic(bench_context& c);          // links.cpp: the copy bandwidth ma
 void collectives_topic(bench_context& c);    // collectives.cpp: all-reduce against gathering to the host
 void scaling_topic(bench_context& c);        // scaling.cpp: parallel_for on 1, 2, 3 devices
 void work_stealing_topic(bench_context& c);  // work_stealing.cpp: a farm, stealing against static dealing
+#if defined(RINGPIPE_BENCH_REMOTE)
+/// remote.cpp: between two MPI ranks, against raw MPI. Under mpirun only, alone; returns the rank.
+int remote_topic(int& argc, char**& argv, const settings& s, const std::function<bool(const char*)>& selected,
+                 std::vector<result>& results);
+#endif
 
 } // namespace ringpipe::bench

@@ -1,11 +1,13 @@
 // ringpipe-bench: throughput and latency of ringpipe's transports, each measured in the same
 // process and run as the baselines it is compared to. Topics live in files of their own.
 //   ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose]
+//   mpirun -n 2 ringpipe-bench --json FILE     (topic remote, between two ranks, alone)
 
 #include "bench.hpp"
 
 #include <ringpipe/detail/json.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -58,7 +60,21 @@ int main(int argc, char** argv) {
   }
   const std::regex want(filter);
   const auto selected = [&](const char* name) { return std::regex_search(name, want); };
+  // Started by mpirun (Open MPI says so in the environment): topic remote alone, between ranks.
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
   try {
+    if (under_mpirun) {
+#if defined(RINGPIPE_BENCH_REMOTE)
+      std::vector<result> results;
+      if (remote_topic(argc, argv, s, selected, results) == 0) write_json(json_path, results);
+      return 0;
+#else
+      std::cerr << "ringpipe-bench: built without MPI (RINGPIPE_WITH_MPI=OFF): no topic remote\n";
+      return 2;
+#endif
+    }
+    if (selected("remote"))
+      std::cerr << "topic remote: not measured (run it between two ranks: mpirun -n 2 ringpipe-bench --json FILE)\n";
     runtime rt;
     const auto& dev = rt.device_at(0);
     std::cerr << "ringpipe-bench on " << dev.label() << (s.quick ? " (quick)" : "") << "\n";

@@ -1,0 +1,204 @@
+// remote: messages between stages on two MPI ranks (ringpipe::mpi), against raw MPI in the same
+// run: one-way latency of 8-byte messages (half a ping-pong: ringpipe through an inlet on rank 0,
+// a remote link, an outlet and an inlet on rank 1 echoing, and back; MPI_Send/MPI_Recv), and
+// streaming throughput of 16 B, 4 KiB and 1 MiB messages (a batch source on rank 0 to a batch sink
+// on rank 1, every message's sequence number checked; MPI_Send of each message, MPI_Recv). Runs
+// under `mpirun -n 2`; ringpipe-bench then runs this topic alone and rank 0 writes the results.
+
+#include "bench.hpp"
+
+#include <ringpipe/mpi/distributed_pipeline.hpp>
+
+#include <mpi.h>
+
+#include <cstring>
+#include <optional>
+#include <span>
+#include <thread>
+
+namespace ringpipe::bench {
+namespace {
+
+constexpr int tag = 77; // raw MPI's own tag, clear of the remote links' (2 * link number + 0/1)
+
+// Every MPI call here holds the world's lock, and is made while no remote link runs.
+void all_arrive(mpi::world& w) {
+  std::lock_guard lock(w.lock());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+double from_rank_1(mpi::world& w, double value) { // rank 1's value, on rank 0
+  std::lock_guard lock(w.lock());
+  if (w.rank() == 1) MPI_Send(&value, 1, MPI_DOUBLE, 0, tag, MPI_COMM_WORLD);
+  if (w.rank() == 0) MPI_Recv(&value, 1, MPI_DOUBLE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  return value;
+}
+
+std::vector<double> mpi_one_way_us(mpi::world& w, std::uint32_t samples) {
+  std::uint64_t m = 0;
+  std::vector<double> us;
+  all_arrive(w);
+  std::lock_guard lock(w.lock());
+  for (std::uint32_t i = 0; i < samples + samples / 10; ++i) { // the first tenth warms up
+    const auto t0 = clock_type::now();
+    if (w.rank() == 0) {
+      MPI_Send(&m, 8, MPI_BYTE, 1, tag, MPI_COMM_WORLD);
+      MPI_Recv(&m, 8, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      if (i >= samples / 10)
+        us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / 2);
+      ++m;
+    } else {
+      MPI_Recv(&m, 8, MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(&m, 8, MPI_BYTE, 0, tag, MPI_COMM_WORLD);
+    }
+  }
+  return us;
+}
+
+std::vector<double> ringpipe_one_way_us(mpi::world& w, runtime& rt, std::uint32_t samples) {
+  pipeline p(rt, {.name = "remote-ping"});
+  auto ping = p.add_inlet<std::uint64_t>("ping");
+  auto ping_1 = p.add_outlet<std::uint64_t>("ping_1");
+  auto pong_1 = p.add_inlet<std::uint64_t>("pong_1");
+  auto pong = p.add_outlet<std::uint64_t>("pong");
+  p.connect(ping.out(), ping_1.in(), {std::nullopt, 1024});
+  p.connect(pong_1.out(), pong.in(), {std::nullopt, 1024});
+  p.on_rank(ping_1, 1);
+  p.on_rank(pong_1, 1);
+  mpi::distributed_pipeline d(w, p);
+  all_arrive(w);
+  d.start();
+  std::vector<double> us;
+  if (w.rank() == 0) {
+    auto out = p.inlet<std::uint64_t>("ping");
+    auto back = p.outlet<std::uint64_t>("pong");
+    for (std::uint64_t i = 0; i < samples + samples / 10; ++i) {
+      std::uint64_t m = i;
+      const auto t0 = clock_type::now();
+      out.push(m, 10s);
+      if (!back.pop(m, 10s) || m != i) throw std::runtime_error("remote ping-pong: wrong answer");
+      if (i >= samples / 10)
+        us.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / 2);
+    }
+    out.close();
+  } else {
+    auto in = p.outlet<std::uint64_t>("ping_1");
+    auto echo = p.inlet<std::uint64_t>("pong_1");
+    for (std::uint64_t m = 0; in.pop(m, 60s);)
+      echo.push(m, 10s);
+    echo.close();
+  }
+  d.wait(60s);
+  return us;
+}
+
+// Seconds for rank 0 to send `n` messages of `bytes` that rank 1 has all received (its ack).
+double mpi_stream_seconds(mpi::world& w, std::size_t bytes, std::uint32_t n) {
+  std::vector<std::byte> buffer(bytes);
+  all_arrive(w);
+  std::lock_guard lock(w.lock());
+  const auto t0 = clock_type::now();
+  char ack = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (w.rank() == 0) {
+      std::memcpy(buffer.data(), &i, sizeof i);
+      MPI_Send(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 1, tag, MPI_COMM_WORLD);
+    } else {
+      MPI_Recv(buffer.data(), static_cast<int>(bytes), MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      std::uint32_t seq = 0;
+      std::memcpy(&seq, buffer.data(), sizeof seq);
+      if (seq != i) ack = 1;
+    }
+  }
+  if (w.rank() == 1) MPI_Send(&ack, 1, MPI_BYTE, 0, tag, MPI_COMM_WORLD);
+  if (w.rank() == 0) MPI_Recv(&ack, 1, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  if (ack != 0) throw std::runtime_error("raw MPI stream: messages out of order");
+  return seconds_since(t0);
+}
+
+template <std::size_t Bytes> struct blob {
+  std::uint32_t seq;
+  std::byte rest[Bytes - sizeof(std::uint32_t)];
+};
+
+template <std::size_t Bytes>
+double ringpipe_stream_seconds(mpi::world& w, runtime& rt, std::uint32_t n, std::uint32_t capacity) {
+  using msg = blob<Bytes>;
+  pipeline p(rt, {.name = "remote-stream"});
+  auto src =
+      p.add_source_batch<msg>("source", [next = 0u, n](std::span<msg> room) mutable -> std::optional<std::size_t> {
+        if (next == n) return std::nullopt;
+        const std::size_t k = std::min<std::size_t>(room.size(), n - next);
+        for (std::size_t i = 0; i < k; ++i)
+          room[i].seq = next++;
+        return k;
+      });
+  std::uint32_t expected = 0, wrong = 0;
+  auto sink = p.add_sink_batch<msg>("sink", [&](std::span<const msg> got) {
+    for (const auto& m : got)
+      wrong += m.seq != expected++ ? 1 : 0;
+  });
+  p.connect(src.out(), sink.in(), {std::nullopt, capacity});
+  p.on_rank(sink, 1);
+  mpi::distributed_pipeline d(w, p);
+  all_arrive(w);
+  const auto t0 = clock_type::now();
+  d.run(10min);
+  if (w.rank() == 1 && (expected != n || wrong != 0))
+    throw std::runtime_error("remote stream: " + std::to_string(expected) + " of " + std::to_string(n) + " messages, " +
+                             std::to_string(wrong) + " out of order");
+  from_rank_1(w, 0); // rank 1's sink has every message
+  return seconds_since(t0);
+}
+
+void add_stream(std::vector<result>& results, std::size_t bytes, std::uint32_t n, double mpi_s, double ours_s) {
+  result r{"remote.stream", {{"bytes", std::to_string(bytes)}, {"messages", std::to_string(n)}}, {}};
+  add_stream_metrics(r, n, bytes, ours_s);
+  r.metrics["mpi_msgs_per_s"] = n / mpi_s;
+  r.metrics["mpi_bytes_per_s"] = static_cast<double>(n) * static_cast<double>(bytes) / mpi_s;
+  r.metrics["ratio_vs_mpi"] = mpi_s / ours_s;
+  std::cerr << "  " << bytes << " B x " << n << ": ringpipe " << n / ours_s / 1e6 << " M msgs/s ("
+            << static_cast<double>(n) * static_cast<double>(bytes) / ours_s / 1e9 << " GB/s), raw MPI "
+            << n / mpi_s / 1e6 << " M msgs/s: " << mpi_s / ours_s << "x\n";
+  results.push_back(std::move(r));
+}
+
+} // namespace
+
+int remote_topic(int& argc, char**& argv, const settings& s, const std::function<bool(const char*)>& selected,
+                 std::vector<result>& results) {
+  mpi::world w(argc, argv);
+  if (w.size() != 2)
+    throw std::runtime_error("topic remote runs on 2 ranks (mpirun -n 2), not " + std::to_string(w.size()));
+  runtime rt;
+  if (w.rank() == 0) std::cerr << "topic remote: " << w.describe() << " and rank 1\n";
+  if (selected("remote.latency")) {
+    const std::uint32_t samples = s.quick ? 2000 : 20000;
+    const auto raw = mpi_one_way_us(w, samples);
+    const auto ours = ringpipe_one_way_us(w, rt, samples);
+    if (w.rank() == 0) {
+      result r{"remote.latency", {{"bytes", "8"}, {"samples", std::to_string(samples)}}, {}};
+      r.metrics["one_way_p50_us"] = percentile(ours, 0.50);
+      r.metrics["one_way_p99_us"] = percentile(ours, 0.99);
+      r.metrics["mpi_one_way_p50_us"] = percentile(raw, 0.50);
+      r.metrics["mpi_one_way_p99_us"] = percentile(raw, 0.99);
+      std::cerr << "  8 B one way: ringpipe p50 " << percentile(ours, 0.5) << " us, p99 " << percentile(ours, 0.99)
+                << " us; raw MPI p50 " << percentile(raw, 0.5) << " us, p99 " << percentile(raw, 0.99) << " us\n";
+      results.push_back(std::move(r));
+    }
+  }
+  if (selected("remote.stream")) {
+    const auto q = [&](std::uint32_t full) { return s.quick ? full / 10 : full; };
+    const std::uint32_t n16 = q(2'000'000), n4k = q(200'000), n1m = q(2'000);
+    const double m16 = mpi_stream_seconds(w, 16, n16), r16 = ringpipe_stream_seconds<16>(w, rt, n16, 65536);
+    const double m4k = mpi_stream_seconds(w, 4096, n4k), r4k = ringpipe_stream_seconds<4096>(w, rt, n4k, 4096);
+    const double m1m = mpi_stream_seconds(w, 1 << 20, n1m), r1m = ringpipe_stream_seconds<(1 << 20)>(w, rt, n1m, 16);
+    if (w.rank() == 0) {
+      add_stream(results, 16, n16, m16, r16);
+      add_stream(results, 4096, n4k, m4k, r4k);
+      add_stream(results, 1 << 20, n1m, m1m, r1m);
+    }
+  }
+  return w.rank();
+}
+
+} // namespace ringpipe::bench
