@@ -166,7 +166,9 @@ TEST(ThreeRanks, ARankThatStopsAnsweringIsReportedByTheOthers) {
       EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
       const std::string what = e.what();
       EXPECT_TRUE(what.find("rank 2") != std::string::npos) << what;
+      // Silence, a frame it does not take, or another rank giving up because of it.
       EXPECT_TRUE(what.find("sent nothing for") != std::string::npos ||
+                  what.find("did not complete a") != std::string::npos ||
                   what.find("gave up the link") != std::string::npos)
           << what;
     }

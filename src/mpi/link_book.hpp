@@ -18,6 +18,9 @@ namespace ringpipe::mpi::detail {
 struct link_book {
   std::map<std::pair<int, int>, std::uint32_t> opened;                                     // (link, peer)
   std::map<std::tuple<int, int, std::uint32_t>, std::deque<std::vector<std::byte>>> early; // (peer, tag, generation)
+  // A data frame's messages follow its header on the tag as an MPI message of their own: after a
+  // header of another generation, the next message from (peer, tag) belongs to that generation.
+  std::map<std::pair<int, int>, std::uint32_t> payload_next;
 };
 
 } // namespace ringpipe::mpi::detail

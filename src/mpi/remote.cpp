@@ -2,7 +2,7 @@
 // tag per direction (forward: hello, data, end, abort, heartbeat; backward: grant, credit, abort,
 // heartbeat), so MPI's ordering between two ranks on one tag keeps them in order.
 
-#include "remote_frames.hpp"
+#include "link_io.hpp"
 
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/remote.hpp>
@@ -18,7 +18,8 @@ namespace detail {
 class remote_end {
 public:
   remote_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, int link, remote_options o, bool sending)
-      : io_(w, peer, link, o.timeout, [this] { return stop_.load(std::memory_order_acquire) || ring_->cancelled(); }),
+      : io_(w, peer, link, o.timeout, o.idle_spin,
+            [this] { return stop_.load(std::memory_order_acquire) || ring_->cancelled(); }),
         ring_(std::move(ring)), options_(o), sending_(sending) {
     if (link < 0 || link >= max_links)
       throw error(errc::invalid_argument,
@@ -86,7 +87,7 @@ private:
   [[noreturn]] void fail(errc code, const std::string& why) { throw error(code, label() + ": " + why); }
   // Tells the peer why this end gives up, then fails with `why`.
   [[noreturn]] void abort_link(const std::string& why) {
-    io_.send_text(frame_kind::abort, why, sending_);
+    io_.send_text(frame_kind::abort, why, count_, sending_);
     fail(errc::remote_failed, why);
   }
   // Stops for a destroyed link or a cancelled ring; heartbeats when idle; fails a silent peer.
@@ -116,7 +117,7 @@ private:
   void send_stream() {
     const std::uint32_t slot = ring_->slot_size();
     io_.send_header(frame_kind::hello, slot, options_.batch, true);
-    pacer pace;
+    pacer pace(options_.idle_spin);
     std::uint32_t credits = 0;
     for (;;) { // the grant: the receiver's message size and its credits
       if (auto f = io_.poll(false)) {
@@ -132,7 +133,11 @@ private:
       idle_turn(pace);
     }
     set_stats([&](remote_stats& s) { s.credits = credits; });
-    std::vector<std::byte> batch(std::size_t{std::min(options_.batch, credits)} * slot);
+    // Frames of at most `batch` messages and 4 MiB (one message where messages are bigger): a
+    // frame's slots come back only once MPI has taken all of it, so smaller frames keep both rings
+    // moving (16 MiB frames were no faster for 1 MiB messages).
+    const std::uint64_t frame_messages =
+        std::max<std::uint64_t>(1, std::min<std::uint64_t>(options_.batch, (std::uint64_t{4} << 20) / slot));
     // The receiver grants room in its ring: its capacity, then every message that left the ring.
     std::uint64_t allowed = credits, sent = 0;
     for (;;) {
@@ -141,11 +146,15 @@ private:
         if (f->kind != frame_kind::credit) fail(errc::remote_failed, "an unexpected frame");
         allowed += f->count;
       }
-      const auto room = static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed - sent, options_.batch));
-      const std::size_t n = room > 0 ? ring_->pop_n_bytes(batch.data(), room) : 0;
+      const auto room = static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed - sent, frame_messages));
+      // Sent from the ring's slots, given back once MPI has taken them: no copy here.
+      const auto window = room > 0 ? ring_->read_window(room) : std::span<const std::byte>{};
+      const std::size_t n = window.size() / slot;
       if (n > 0) {
-        io_.send_data(batch.data(), n, slot);
+        io_.send_data(window.data(), n, slot);
+        ring_->drop_n(n);
         sent += n;
+        count_ = sent;
         const auto in_flight = static_cast<std::uint32_t>(sent - (allowed - credits)); // not yet out of its ring
         set_stats([&](remote_stats& s) {
           s.messages = sent;
@@ -165,7 +174,7 @@ private:
   // After the end: the receiver's credits and heartbeats until its done. No heartbeat from here
   // (the receiver reads nothing after the end); its ring has ended, so a cancel no longer matters.
   void await_done() {
-    pacer pace;
+    pacer pace(options_.idle_spin);
     for (;;) {
       while (auto f = io_.poll(false)) {
         if (f->kind == frame_kind::done) return;
@@ -183,7 +192,7 @@ private:
 
   void receive_stream() {
     const std::uint32_t slot = ring_->slot_size();
-    pacer pace;
+    pacer pace(options_.idle_spin);
     for (;;) { // the hello: the sender's message size
       if (auto f = io_.poll(true)) {
         if (common(*f)) continue;
@@ -225,14 +234,31 @@ private:
         return;
       }
       if (f->kind != frame_kind::data) fail(errc::remote_failed, "an unexpected frame");
+      const std::size_t bytes = std::size_t{f->count} * slot;
+      if (f->payload_follows) {
+        // The credits promise room for every message sent: received in place, in two pieces
+        // where the ring wraps (only a ring that had no room, against the credits, is staged).
+        if (ring_->space() >= f->count) {
+          const auto first = ring_->write_window(f->count);
+          const std::span<std::byte> second(ring_->slot(0), first.size() < bytes ? bytes - first.size() : 0);
+          io_.receive_payload(first, second, true);
+          ring_->commit_push(f->count);
+          f->count = 0;
+        } else {
+          f->payload.resize(bytes);
+          io_.receive_payload(f->payload, {}, true);
+        }
+      }
       const std::byte* at = f->payload.data();
-      for (std::uint32_t left = f->count; left > 0;) { // backpressure: the ring has room in the end
+      for (std::uint32_t left = f->count; left > 0;) { // the ring has room in the end
         const auto pushed = static_cast<std::uint32_t>(ring_->push_n_bytes(at, left));
         at += std::size_t{pushed} * slot;
         left -= pushed;
+        count_ += pushed;
         if (left > 0) idle_turn(pace);
       }
-      received += f->count;
+      received += bytes / slot;
+      count_ = received;
       grant(false);
       set_stats([&](remote_stats& s) {
         s.messages = received;
@@ -251,6 +277,7 @@ private:
   remote_options options_;
   bool sending_;
   std::atomic<bool> stop_{false};
+  std::uint64_t count_ = 0; // messages sent (sender) or put in the ring (receiver): what an abort tells the peer
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   bool done_ = false;

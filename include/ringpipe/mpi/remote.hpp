@@ -29,6 +29,9 @@ namespace ringpipe::mpi {
 struct remote_options {
   std::uint32_t batch = 4096;                                  ///< messages per MPI message at most
   std::chrono::nanoseconds timeout = std::chrono::seconds(30); ///< a silent peer fails the link
+  /// How long an idle end keeps polling (yielding its core) after the last frame before it sleeps
+  /// (10 us growing to 1 ms): the latency of a quiet link against the cores an idle one takes.
+  std::chrono::nanoseconds idle_spin = std::chrono::microseconds(200);
 };
 
 struct remote_stats {
