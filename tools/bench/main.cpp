@@ -37,6 +37,27 @@ void write_json(const std::string& path, const std::vector<result>& results) {
 
 } // namespace
 
+// What --help says: options, topics (the names --filter matches), exit codes.
+const char* const usage = R"(usage: ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose]
+       mpirun -n 2 ringpipe-bench --json FILE [--filter REGEX] [--quick]
+  Measures ringpipe's transports beside the baselines they are compared to, in the same run, and
+  writes every result to FILE (JSON); progress and ratios go to stderr.
+  --filter REGEX  runs the benchmarks whose name matches (default: all)
+  --quick         a tenth of the messages and samples
+  --verbose       prints each pipeline's metrics table
+topics (names --filter matches):
+  host_to_kernel, host_to_kernel.relaunch_baseline, spsc_baseline   rings into one kernel
+  kernel_to_kernel, cross_device, pipeline_latency, asio_baseline   pipelines, kernel to kernel
+  versus          against a hand-written batched OpenCL program
+  barrier         barrier phases against std::barrier
+  links           the copy bandwidth matrix against memcpy
+  collectives     all-reduce against gathering to the host
+  scaling         parallel_for on 1, 2 and 3 devices
+  work_stealing   a farm, stealing against static dealing
+  remote.latency, remote.stream   between two MPI ranks against raw MPI (under mpirun -n 2 only)
+exit codes: 0 done, 1 a benchmark failed (the reason on stderr), 2 bad arguments.
+)";
+
 int main(int argc, char** argv) {
   std::string json_path, filter = ".*";
   settings s;
@@ -49,13 +70,16 @@ int main(int argc, char** argv) {
       s.quick = true;
     else if (!std::strcmp(argv[i], "--verbose"))
       s.verbose = true;
-    else {
-      std::cerr << "usage: ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose]\n";
+    else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::cout << usage;
+      return 0;
+    } else {
+      std::cerr << "ringpipe-bench: unknown argument '" << argv[i] << "'\n" << usage;
       return 2;
     }
   }
   if (json_path.empty()) {
-    std::cerr << "usage: ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose]\n";
+    std::cerr << "ringpipe-bench: --json FILE is required\n" << usage;
     return 2;
   }
   const std::regex want(filter);
