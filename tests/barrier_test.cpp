@@ -172,6 +172,29 @@ TEST(Barrier, AFailedParticipantReleasesEveryWaiterWithItsReason) {
   EXPECT_EQ(released.load(), 2);
 }
 
+TEST(Barrier, OnFailureRunsOnceWithTheError) {
+  // The hook a barrier over ranks uses to tell the other ranks: once, by a timeout or by fail().
+  for (const bool by_timeout : {true, false}) {
+    std::atomic<int> calls{0};
+    std::string said;
+    auto options = named("told", by_timeout ? 100ms : 60s);
+    options.on_failure = [&](const error& e) {
+      ++calls;
+      said = e.what();
+    };
+    barrier b({"a", "b"}, options);
+    if (by_timeout) {
+      EXPECT_THROW(b.arrive_and_wait(0), error);
+    } else {
+      b.fail("gave up");
+    }
+    b.fail("and again");
+    EXPECT_THROW((void)b.arrive(1), error);
+    EXPECT_EQ(calls.load(), 1);
+    EXPECT_NE(said.find(by_timeout ? "'b' did not arrive" : "gave up"), std::string::npos) << said;
+  }
+}
+
 TEST(Barrier, ACompletionThatThrowsFailsThePhaseForEveryone) {
   barrier_options options;
   options.name = "completion";

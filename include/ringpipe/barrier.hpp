@@ -17,6 +17,7 @@
 // Phases are numbered by a 32-bit counter that only grows and wraps (never reset); each
 // participant's arrival and the phase in progress are words on their own 64-byte lines.
 
+#include <ringpipe/error.hpp>
 #include <ringpipe/metrics.hpp>
 
 #include <chrono>
@@ -62,6 +63,9 @@ struct barrier_options {
   std::function<void(std::uint32_t phase)> on_phase;
   /// The first phase's number (tests of the 32-bit wrap).
   std::uint32_t first_phase = 0;
+  /// Runs once, when the barrier fails, with its error (any thread; it must not block or call the
+  /// barrier): for the layers above, such as a barrier over ranks that tells the other ranks.
+  std::function<void(const error&)> on_failure;
 };
 
 /// What arrive() returns and wait() takes.

@@ -52,6 +52,12 @@ void barrier::state::fail_locked(error e) {
   released.notify_all();
   wake_watcher.notify_all();
   wake_relayed();
+  if (options.on_failure) {
+    try {
+      options.on_failure(*failure);
+    } catch (...) { // the barrier has failed either way
+    }
+  }
 }
 
 void barrier::state::wake_relayed() const {
