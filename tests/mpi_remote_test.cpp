@@ -4,7 +4,6 @@
 // rank 0 reaching rank 1 with its reason; one pipeline declared on both ranks, each running its
 // own stages (mpi::distributed_pipeline), its failures reaching both.
 #include <ringpipe/mpi/distributed_pipeline.hpp>
-#include <ringpipe/mpi/rank_barrier.hpp>
 #include <ringpipe/mpi/remote.hpp>
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
@@ -17,10 +16,6 @@
 
 #include <atomic>
 #include <thread>
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 using namespace ringpipe;
 using namespace std::chrono_literals;
@@ -256,108 +251,6 @@ TEST_F(RemoteLink, AStageOnARankTheProgramLacksIsRefusedOnEveryRankBeforeAnythin
   ringpipe::testing::expect_error([&] { d.start(); }, make_error_code(errc::invalid_pipeline),
                                   {"pipeline 'spread'", "stage 'step' on rank 2"}, "a stage on rank 2 of 2 ran");
   EXPECT_TRUE(d.links().empty());
-}
-
-// Arrivals per phase in memory both ranks map (they run on one machine): a phase released on any
-// rank must have had every participant of every rank arrive.
-class shared_counts {
-public:
-  shared_counts(mpi::world& w, std::size_t phases) : bytes_(phases * sizeof(std::atomic<std::uint32_t>)), w_(w) {
-    int id = static_cast<int>(getpid());
-    {
-      std::lock_guard lock(w.lock());
-      MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    }
-    name_ = "/ringpipe-rank-barrier-test-" + std::to_string(id);
-    if (w.rank() == 0) {
-      const int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
-      if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes_)) != 0) throw std::runtime_error("shm_open");
-      close(fd);
-    }
-    {
-      std::lock_guard lock(w.lock());
-      MPI_Barrier(MPI_COMM_WORLD);
-    }
-    const int fd = shm_open(name_.c_str(), O_RDWR, 0600);
-    void* at = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (at == MAP_FAILED) throw std::runtime_error("mmap");
-    at_ = static_cast<std::atomic<std::uint32_t>*>(at);
-  }
-  ~shared_counts() {
-    munmap(at_, bytes_);
-    std::lock_guard lock(w_.lock());
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (w_.rank() == 0) shm_unlink(name_.c_str());
-  }
-  std::atomic<std::uint32_t>& operator[](std::size_t k) { return at_[k]; }
-
-private:
-  std::size_t bytes_;
-  mpi::world& w_;
-  std::string name_;
-  std::atomic<std::uint32_t>* at_ = nullptr;
-};
-
-TEST_F(RemoteLink, ARankBarrierHoldsEveryRankToEachPhase) {
-  constexpr std::uint32_t phases = 300;
-  shared_counts arrived(w(), phases);
-  std::atomic<std::uint32_t> early{0};
-  {
-    barrier_options options;
-    options.name = "step";
-    options.timeout = 20s;
-    mpi::rank_barrier b(w(), {"a", "b"}, options);
-    const auto run = [&](const char* who) {
-      const auto me = b.participant(who);
-      for (std::uint32_t k = 0; k < phases; ++k) {
-        if (w().rank() == 1 && k % 50 == 7) std::this_thread::sleep_for(2ms); // rank 1 late now and then
-        arrived[k].fetch_add(1);
-        b.arrive_and_wait(me);
-        if (arrived[k].load() != 4) early.fetch_add(1); // released before all four arrived
-      }
-    };
-    std::thread other(run, "b");
-    run("a");
-    other.join();
-    EXPECT_EQ(b.phase(), phases);
-  }
-  EXPECT_EQ(early.load(), 0u) << "participants released before every rank arrived";
-}
-
-TEST_F(RemoteLink, ARankBarrierFailingOnOneRankFailsItOnEveryRank) {
-  for (const bool by_timeout : {false, true}) {
-    // Rank 1 fails its barrier in phase 3: by fail(), or by a participant that never arrives.
-    std::vector<barrier_participant> members{"driver"};
-    if (by_timeout && !sender()) members.emplace_back("absent");
-    barrier_options options;
-    options.name = "fragile";
-    options.timeout = by_timeout ? 500ms : 10s;
-    mpi::rank_barrier b(w(), members, options);
-    const auto me = b.participant("driver");
-    for (int k = 0; k < 3; ++k) {
-      if (by_timeout && !sender()) (void)b.arrive(b.participant("absent"));
-      b.arrive_and_wait(me);
-    }
-    const auto started = std::chrono::steady_clock::now();
-    if (!sender() && !by_timeout) {
-      b.fail("the driver on rank 1 gave up");
-      EXPECT_THROW(b.arrive_and_wait(me), ringpipe::error);
-    } else {
-      // Rank 0 learns of rank 1's failure in phase 3's exchange; rank 1's driver gets its timeout.
-      const std::vector<std::string> words =
-          sender() ? std::vector<std::string>{"rank barrier 'fragile' on rank 0, phase 3", "failed on rank 1"}
-                   : std::vector<std::string>{"phase 3", "'absent' did not arrive"};
-      try {
-        b.arrive_and_wait(me);
-        ADD_FAILURE() << "released in phase 3 on rank " << w().rank();
-      } catch (const ringpipe::error& e) {
-        for (const auto& word : words)
-          EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << "'" << word << "' not in: " << e.what();
-      }
-    }
-    EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
-  }
 }
 
 } // namespace

@@ -1,0 +1,84 @@
+// Collectives over ranks: the ranks' partial results exchanged and combined on the host.
+
+#include <ringpipe/error.hpp>
+#include <ringpipe/mpi/rank_collectives.hpp>
+
+#include <mpi.h>
+
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <thread>
+
+namespace ringpipe::mpi::detail {
+
+namespace {
+
+// Tests `r` under the world's lock until it completes or `deadline` passes.
+bool complete(world& w, MPI_Request& r, std::chrono::steady_clock::time_point deadline) {
+  for (auto pause = std::chrono::microseconds(1);; pause = std::min(pause * 2, std::chrono::microseconds(500))) {
+    int done = 0;
+    {
+      std::lock_guard lock(w.lock());
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    }
+    if (done != 0) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+} // namespace
+
+void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringpipe::detail::element_op& op,
+                          const collective_options& o, bool check_only) {
+  const std::string what =
+      o.name + " (" + op.name + ") on rank " + std::to_string(w.rank()) + " of " + std::to_string(w.size());
+  if (!op.on_host)
+    throw error(errc::invalid_argument, what + ": the operation has no host form, which combining across ranks "
+                                               "needs (reduction<T>::custom(name, expression, on_host))");
+  if (partial.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw error(errc::invalid_argument,
+                what + ": " + std::to_string(partial.size()) + " bytes per rank, over MPI's int count");
+  if (check_only) return;
+  const auto deadline = std::chrono::steady_clock::now() + o.timeout;
+  const auto late = [&](const char* step) {
+    // The request cannot be cancelled (MPI forbids it for collectives): it completes once the
+    // others join, into memory kept for it.
+    return error(errc::timeout, what + ": not every rank took part in the " + step + " within " +
+                                    std::to_string(o.timeout.count()) + " ms");
+  };
+  // A communicator per call (MPI_Comm_idup: no rank blocks holding the world's lock), so the
+  // program's own collectives on MPI_COMM_WORLD never interleave with it.
+  auto comm = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+  MPI_Request r = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(w.lock());
+    MPI_Comm_idup(MPI_COMM_WORLD, comm.get(), &r);
+  }
+  if (!complete(w, r, deadline)) {
+    (void)comm.release(); // NOLINT: MPI writes it once the others join
+    throw late("communicator set-up");
+  }
+  const int bytes = static_cast<int>(partial.size());
+  auto all = std::make_unique<std::vector<std::byte>>(partial.size() * static_cast<std::size_t>(w.size()));
+  {
+    std::lock_guard lock(w.lock());
+    MPI_Iallgather(partial.data(), bytes, MPI_BYTE, all->data(), bytes, MPI_BYTE, *comm, &r);
+  }
+  if (!complete(w, r, deadline)) {
+    (void)all.release();  // NOLINT: MPI writes into it once the others join
+    (void)comm.release(); // NOLINT
+    throw late("exchange");
+  }
+  {
+    std::lock_guard lock(w.lock());
+    MPI_Comm_free(comm.get());
+  }
+  // Rank 0's, then each next rank's: the same order, the same bits, on every rank.
+  std::memcpy(partial.data(), all->data(), partial.size());
+  for (int k = 1; k < w.size(); ++k)
+    op.on_host(partial.data(), all->data() + static_cast<std::size_t>(k) * partial.size(), partial.size() / op.element);
+}
+
+} // namespace ringpipe::mpi::detail

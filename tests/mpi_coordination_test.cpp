@@ -1,0 +1,185 @@
+// Coordination over two ranks (run under mpirun -n 2): a barrier over participants on both ranks
+// (mpi::rank_barrier) that holds every rank to each phase, checked through memory both ranks map,
+// and that fails on every rank when it fails on one; an all-reduce over both ranks' device arrays
+// (mpi::all_reduce), the same result in every array on every rank.
+#include <ringpipe/mpi/rank_barrier.hpp>
+#include <ringpipe/mpi/rank_collectives.hpp>
+#include <ringpipe/runtime.hpp>
+
+#include "device_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <mpi.h>
+
+#include <atomic>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+
+namespace {
+
+mpi::world* the_world = nullptr;
+
+class RankCoordination : public ::testing::Test {
+protected:
+  mpi::world& w() { return *the_world; }
+  bool sender() { return w().rank() == 0; }
+  static runtime& rt() {
+    static runtime r;
+    return r;
+  }
+};
+
+// Arrivals per phase in memory both ranks map (they run on one machine): a phase released on any
+// rank must have had every participant of every rank arrive.
+class shared_counts {
+public:
+  shared_counts(mpi::world& w, std::size_t phases) : bytes_(phases * sizeof(std::atomic<std::uint32_t>)), w_(w) {
+    int id = static_cast<int>(getpid());
+    {
+      std::lock_guard lock(w.lock());
+      MPI_Bcast(&id, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+    name_ = "/ringpipe-rank-barrier-test-" + std::to_string(id);
+    if (w.rank() == 0) {
+      const int fd = shm_open(name_.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+      if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes_)) != 0) throw std::runtime_error("shm_open");
+      close(fd);
+    }
+    {
+      std::lock_guard lock(w.lock());
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+    const int fd = shm_open(name_.c_str(), O_RDWR, 0600);
+    void* at = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (at == MAP_FAILED) throw std::runtime_error("mmap");
+    at_ = static_cast<std::atomic<std::uint32_t>*>(at);
+  }
+  ~shared_counts() {
+    munmap(at_, bytes_);
+    std::lock_guard lock(w_.lock());
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (w_.rank() == 0) shm_unlink(name_.c_str());
+  }
+  std::atomic<std::uint32_t>& operator[](std::size_t k) { return at_[k]; }
+
+private:
+  std::size_t bytes_;
+  mpi::world& w_;
+  std::string name_;
+  std::atomic<std::uint32_t>* at_ = nullptr;
+};
+
+TEST_F(RankCoordination, ARankBarrierHoldsEveryRankToEachPhase) {
+  constexpr std::uint32_t phases = 300;
+  shared_counts arrived(w(), phases);
+  std::atomic<std::uint32_t> early{0};
+  {
+    barrier_options options;
+    options.name = "step";
+    options.timeout = 20s;
+    mpi::rank_barrier b(w(), {"a", "b"}, options);
+    const auto run = [&](const char* who) {
+      const auto me = b.participant(who);
+      for (std::uint32_t k = 0; k < phases; ++k) {
+        if (w().rank() == 1 && k % 50 == 7) std::this_thread::sleep_for(2ms); // rank 1 late now and then
+        arrived[k].fetch_add(1);
+        b.arrive_and_wait(me);
+        if (arrived[k].load() != 4) early.fetch_add(1); // released before all four arrived
+      }
+    };
+    std::thread other(run, "b");
+    run("a");
+    other.join();
+    EXPECT_EQ(b.phase(), phases);
+  }
+  EXPECT_EQ(early.load(), 0u) << "participants released before every rank arrived";
+}
+
+TEST_F(RankCoordination, ARankBarrierFailingOnOneRankFailsItOnEveryRank) {
+  for (const bool by_timeout : {false, true}) {
+    // Rank 1 fails its barrier in phase 3: by fail(), or by a participant that never arrives.
+    std::vector<barrier_participant> members{"driver"};
+    if (by_timeout && !sender()) members.emplace_back("absent");
+    barrier_options options;
+    options.name = "fragile";
+    options.timeout = by_timeout ? 500ms : 10s;
+    mpi::rank_barrier b(w(), members, options);
+    const auto me = b.participant("driver");
+    for (int k = 0; k < 3; ++k) {
+      if (by_timeout && !sender()) (void)b.arrive(b.participant("absent"));
+      b.arrive_and_wait(me);
+    }
+    const auto started = std::chrono::steady_clock::now();
+    if (!sender() && !by_timeout) {
+      b.fail("the driver on rank 1 gave up");
+      EXPECT_THROW(b.arrive_and_wait(me), ringpipe::error);
+    } else {
+      // Rank 0 learns of rank 1's failure in phase 3's exchange; rank 1's driver gets its timeout.
+      const std::vector<std::string> words =
+          sender() ? std::vector<std::string>{"rank barrier 'fragile' on rank 0, phase 3", "failed on rank 1"}
+                   : std::vector<std::string>{"phase 3", "'absent' did not arrive"};
+      try {
+        b.arrive_and_wait(me);
+        ADD_FAILURE() << "released in phase 3 on rank " << w().rank();
+      } catch (const ringpipe::error& e) {
+        for (const auto& word : words)
+          EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << "'" << word << "' not in: " << e.what();
+      }
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+  }
+}
+
+TEST_F(RankCoordination, AllReduceOverRanksGivesEveryArrayOnEveryRankTheSameResult) {
+  // Two arrays on this rank's device 0; every element a whole number, so float sums are exact.
+  const std::size_t n = 100000;
+  const float r = static_cast<float>(w().rank() + 1);
+  std::vector<device_array<float>> arrays;
+  for (int a = 0; a < 2; ++a) {
+    device_array<float> x(rt(), rt().device_at(0), n, "x" + std::to_string(a));
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = static_cast<float>(i % 1000) * r + static_cast<float>(a);
+    x.write(std::span<const float>(v), 10s);
+    arrays.push_back(x);
+  }
+  mpi::all_reduce(w(), arrays, reduction<float>::sum());
+  // Ranks 1 and 2 (r), arrays 0 and 1 (a): 2 * 3 * (i % 1000) + 2 * (0 + 1).
+  for (const auto& x : arrays) {
+    std::vector<float> got(n);
+    x.read(std::span<float>(got), 10s);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      wrong += got[i] != 6.0f * static_cast<float>(i % 1000) + 2.0f ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << x.name() << " on rank " << w().rank() << ": first " << got[0] << ", " << got[1];
+  }
+  ringpipe::testing::expect_error([&] { mpi::all_reduce(w(), arrays, reduction<float>::custom("fmax", "fmax(a, b)")); },
+                                  make_error_code(errc::invalid_argument), {"(fmax) on rank", "no host form"},
+                                  "a reduction without a host form was combined across ranks");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  mpi::world world(argc, argv);
+  the_world = &world;
+  if (world.size() != 2) {
+    std::fprintf(stderr, "mpi_coordination_test runs on 2 ranks (mpirun -n 2), not %d\n", world.size());
+    return 1;
+  }
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
+  {
+    std::lock_guard lock(world.lock());
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  }
+  return any;
+}
