@@ -244,6 +244,34 @@ TEST_F(RemoteLink, TheSameLinkNumbersServeAgainAfterAFailure) {
   }
 }
 
+TEST_F(RemoteLink, APartThatDoesNotStartOnOneRankStopsEveryRankAtOnce) {
+  // The kernel placed on rank 1 does not build: rank 1 throws the build error, rank 0 learns it
+  // before any link opens, instead of after the links' 30 s of silence.
+  pipeline p(rt(), {"unbuildable"});
+  auto src = p.add_source<msg>("source", ringpipe::testing::counting_source(10));
+  auto k = p.add_kernel<msg, msg>("broken", {"__kernel void broken(__global int* x) { x[0] = ; }", "broken"});
+  auto sink = p.add_sink<msg>("sink", [](const msg&) {});
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  p.on_rank(k, 1);
+  mpi::distributed_pipeline d(w(), p);
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    d.start();
+    ADD_FAILURE() << "a pipeline whose kernel does not build started";
+  } catch (const ringpipe::error& e) {
+    const std::string what = e.what();
+    if (sender()) {
+      EXPECT_EQ(e.code(), make_error_code(errc::remote_failed)) << what;
+      EXPECT_NE(what.find("pipeline 'unbuildable' did not start on rank 1"), std::string::npos) << what;
+    } else {
+      EXPECT_NE(what.find("broken"), std::string::npos) << what;
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+  EXPECT_TRUE(d.links().empty());
+}
+
 TEST_F(RemoteLink, AStageOnARankTheProgramLacksIsRefusedOnEveryRankBeforeAnythingRuns) {
   spread_pipeline s(rt(), 10, 10);
   s.p.on_rank("step", 2);

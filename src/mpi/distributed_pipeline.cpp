@@ -1,8 +1,12 @@
 // This rank's part of a pipeline declared on every rank, joined to the others by remote links.
 
+#include "request_wait.hpp"
+
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/distributed_pipeline.hpp>
 
+#include <array>
+#include <memory>
 #include <variant>
 
 namespace ringpipe::mpi {
@@ -34,7 +38,22 @@ void distributed_pipeline::start() {
                                             std::to_string(options_.first_link) + " for " +
                                             std::to_string(planned.back().index + 1) +
                                             " connections pass 16,383 (distributed_options::first_link)");
-  pipeline_.start();
+  std::exception_ptr failed;
+  try {
+    pipeline_.start();
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  // Every rank says whether its part started before any link opens: a rank whose kernels did not
+  // build would otherwise be known to the others only by its links' silence, after the timeout.
+  const int down = started_everywhere(failed != nullptr);
+  if (failed) std::rethrow_exception(failed);
+  if (down >= 0) {
+    (void)pipeline_.stop();
+    throw error(errc::remote_failed, "pipeline '" + pipeline_.name() + "' did not start on rank " +
+                                         std::to_string(down) + " (its error is reported there); rank " +
+                                         std::to_string(world_.rank()) + " stopped its part");
+  }
   links_ = pipeline_.cross_rank_links();
   for (const auto& l : links_) {
     const int number = options_.first_link + static_cast<int>(l.index);
@@ -45,6 +64,35 @@ void distributed_pipeline::start() {
       ends_.push_back(std::make_unique<link_end>(std::in_place_type<remote_receiver>, world_, l.ring, l.from_rank,
                                                  number, options_.link));
   }
+}
+
+// One all-reduce (MAX) of rank + 1 for a rank that failed to start, 0 for one that started, on a
+// communicator of the call's own: the failed rank (the highest, if several), or -1.
+int distributed_pipeline::started_everywhere(bool failed_here) {
+  const std::string what = "pipeline '" + pipeline_.name() + "' on rank " + std::to_string(world_.rank());
+  const auto deadline = std::chrono::steady_clock::now() + options_.link.timeout;
+  auto comm = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+  auto values = std::make_unique<std::array<int, 2>>(std::array<int, 2>{failed_here ? world_.rank() + 1 : 0, 0});
+  MPI_Request r = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(world_.lock());
+    MPI_Comm_idup(MPI_COMM_WORLD, comm.get(), &r);
+  }
+  const auto late = [&] {
+    (void)comm.release();   // NOLINT: MPI writes them once the other ranks join
+    (void)values.release(); // NOLINT
+    return error(errc::timeout, what + ": not every rank started its part within " +
+                                    std::to_string(options_.link.timeout.count() / 1000000) + " ms");
+  };
+  if (!detail::complete_by(world_, r, deadline)) throw late();
+  {
+    std::lock_guard lock(world_.lock());
+    MPI_Iallreduce(&(*values)[0], &(*values)[1], 1, MPI_INT, MPI_MAX, *comm, &r);
+  }
+  if (!detail::complete_by(world_, r, deadline)) throw late();
+  std::lock_guard lock(world_.lock());
+  MPI_Comm_free(comm.get());
+  return (*values)[1] - 1;
 }
 
 void distributed_pipeline::wait(std::chrono::nanoseconds timeout) {

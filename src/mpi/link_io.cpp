@@ -111,7 +111,7 @@ std::optional<frame> link_io::poll(bool forward) {
   }
 }
 
-void link_io::receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward) {
+std::optional<frame> link_io::receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward) {
   MPI_Request request = MPI_REQUEST_NULL;
   {
     std::lock_guard lock(world_.lock());
@@ -124,7 +124,7 @@ void link_io::receive_payload(std::span<std::byte> first, std::span<std::byte> s
         throw error(errc::remote_failed, where() + ": a data frame of the wrong size");
       std::memcpy(first.data(), raw.data(), first.size());
       if (!second.empty()) std::memcpy(second.data(), raw.data() + first.size(), second.size());
-      return;
+      return std::nullopt;
     }
     book.payload_next.erase({peer_, tag(forward)});
     if (second.empty()) {
@@ -144,8 +144,18 @@ void link_io::receive_payload(std::span<std::byte> first, std::span<std::byte> s
       check(status, "MPI_Irecv");
     }
   }
-  complete(&request, 1, std::nullopt, "data");
+  MPI_Status status;
+  complete(&request, 1, std::nullopt, "data", &status);
   heard_ = clock::now();
+  int got = 0;
+  MPI_Get_count(&status, MPI_BYTE, &got);
+  if (static_cast<std::size_t>(got) == first.size() + second.size()) return std::nullopt;
+  // Shorter: the next message on the tag, a frame, matched the receive instead of the messages.
+  std::vector<std::byte> raw(static_cast<std::size_t>(got));
+  const auto from_first = std::min(raw.size(), first.size());
+  std::memcpy(raw.data(), first.data(), from_first);
+  std::memcpy(raw.data() + from_first, second.data(), raw.size() - from_first);
+  return read(raw);
 }
 
 void link_io::send(std::initializer_list<part> parts, bool forward, std::optional<std::chrono::nanoseconds> last) {
@@ -163,14 +173,15 @@ void link_io::send(std::initializer_list<part> parts, bool forward, std::optiona
 
 // Tests the requests, with the lock taken only around each test, until they complete, the time
 // runs out, or give_up says the link ended here.
-void link_io::complete(MPI_Request* requests, int n, std::optional<std::chrono::nanoseconds> last, const char* what) {
+void link_io::complete(MPI_Request* requests, int n, std::optional<std::chrono::nanoseconds> last, const char* what,
+                       MPI_Status* statuses) {
   const auto started = clock::now(), deadline = started + last.value_or(timeout_);
   pacer pace(spin_);
   for (;;) {
     int done = 0;
     {
       std::lock_guard lock(world_.lock());
-      check(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      check(MPI_Testall(n, requests, &done, statuses != nullptr ? statuses : MPI_STATUSES_IGNORE), "MPI_Testall");
     }
     if (done != 0) return;
     const bool late = clock::now() > deadline, abandoned = !late && !last && give_up_ && give_up_();

@@ -40,8 +40,9 @@ public:
   /// link number (link_book) are dropped (older) or kept for their link (newer).
   std::optional<frame> poll(bool forward);
   /// The messages of the data frame poll() just returned with payload_follows, into `first`
-  /// then `second` (a ring's slots up to its end, then from its start).
-  void receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward);
+  /// then `second` (a ring's slots up to its end, then from its start). A sender that abandoned
+  /// them sends its next frame (an abort) instead: that frame is returned.
+  std::optional<frame> receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward);
 
 private:
   struct part {
@@ -54,7 +55,8 @@ private:
   frame read(const std::vector<std::byte>& raw);
   std::vector<std::byte> take(MPI_Status& status, bool forward);
   void send(std::initializer_list<part> parts, bool forward, std::optional<std::chrono::nanoseconds> last);
-  void complete(MPI_Request* requests, int n, std::optional<std::chrono::nanoseconds> last, const char* what);
+  void complete(MPI_Request* requests, int n, std::optional<std::chrono::nanoseconds> last, const char* what,
+                MPI_Status* statuses = nullptr);
 
   world& world_;
   int peer_, link_;

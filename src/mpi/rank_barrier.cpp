@@ -1,5 +1,7 @@
 // A barrier over ranks: each rank's ringpipe::barrier meets the other ranks in its completion step.
 
+#include "request_wait.hpp"
+
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/rank_barrier.hpp>
 
@@ -7,7 +9,6 @@
 
 #include <list>
 #include <mutex>
-#include <thread>
 
 namespace ringpipe::mpi {
 
@@ -43,19 +44,8 @@ struct rank_barrier::exchange {
     MPI_Iallreduce(&p.mine, &p.worst, 1, MPI_INT, MPI_MAX, comm, &p.request);
     return p;
   }
-  // Tests `p` under the world's lock until it completes or `within` passes; true if it completed.
   bool complete(pending& p, std::chrono::nanoseconds within) {
-    const auto deadline = std::chrono::steady_clock::now() + within;
-    for (auto pause = std::chrono::microseconds(1);; pause = std::min(pause * 2, std::chrono::microseconds(500))) {
-      int done = 0;
-      {
-        std::lock_guard lock(w.lock());
-        MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
-      }
-      if (done != 0) return true;
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(pause);
-    }
+    return detail::complete_by(w, p.request, std::chrono::steady_clock::now() + within);
   }
   // The completion step: every participant of this rank arrived at `phase`.
   void meet(std::uint32_t phase) {

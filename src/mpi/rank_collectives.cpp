@@ -1,5 +1,7 @@
 // Collectives over ranks: the ranks' partial results exchanged and combined on the host.
 
+#include "request_wait.hpp"
+
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/rank_collectives.hpp>
 
@@ -8,27 +10,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <thread>
 
 namespace ringpipe::mpi::detail {
-
-namespace {
-
-// Tests `r` under the world's lock until it completes or `deadline` passes.
-bool complete(world& w, MPI_Request& r, std::chrono::steady_clock::time_point deadline) {
-  for (auto pause = std::chrono::microseconds(1);; pause = std::min(pause * 2, std::chrono::microseconds(500))) {
-    int done = 0;
-    {
-      std::lock_guard lock(w.lock());
-      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-    }
-    if (done != 0) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(pause);
-  }
-}
-
-} // namespace
 
 void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringpipe::detail::element_op& op,
                           const collective_options& o, bool check_only) {
@@ -56,7 +39,7 @@ void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringp
     std::lock_guard lock(w.lock());
     MPI_Comm_idup(MPI_COMM_WORLD, comm.get(), &r);
   }
-  if (!complete(w, r, deadline)) {
+  if (!complete_by(w, r, deadline)) {
     (void)comm.release(); // NOLINT: MPI writes it once the others join
     throw late("communicator set-up");
   }
@@ -66,7 +49,7 @@ void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringp
     std::lock_guard lock(w.lock());
     MPI_Iallgather(partial.data(), bytes, MPI_BYTE, all->data(), bytes, MPI_BYTE, *comm, &r);
   }
-  if (!complete(w, r, deadline)) {
+  if (!complete_by(w, r, deadline)) {
     (void)all.release();  // NOLINT: MPI writes into it once the others join
     (void)comm.release(); // NOLINT
     throw late("exchange");

@@ -64,10 +64,34 @@ private:
         receive_stream();
       finish(nullptr);
     } catch (const error& e) {
+      // A send or receive abandoned because the ring was cancelled or the link destroyed: the
+      // cause says more than the abandonment.
+      if (const auto cause = local_cause(); !cause.empty() && !told_ && !peer_gave_up_) {
+        tell_peer(cause);
+        finish(std::make_exception_ptr(error(errc::remote_failed, label() + ": " + cause)));
+        return;
+      }
+      tell_peer(e.what());
       finish(std::make_exception_ptr(e));
     } catch (const std::exception& e) {
+      tell_peer(e.what());
       finish(std::make_exception_ptr(error(errc::remote_failed, label() + ": " + e.what())));
     }
+  }
+  std::string local_cause() const {
+    if (ring_->cancelled())
+      return "its ring on rank " + std::to_string(io_.self()) + " was cancelled: " + ring_->cancel_reason();
+    if (stop_.load(std::memory_order_acquire))
+      return "the link was destroyed on rank " + std::to_string(io_.self()) + " before its stream ended";
+    return {};
+  }
+  // A failure of this end's own (a send it abandoned, a peer gone silent, a frame it could not
+  // read) is told to the peer, which may be waiting for the rest of a frame; not one the peer
+  // told this end of, nor one already told.
+  void tell_peer(const std::string& why) noexcept {
+    if (told_ || peer_gave_up_) return;
+    told_ = true;
+    io_.send_text(frame_kind::abort, why, count_, sending_);
   }
   void finish(std::exception_ptr failure) {
     // The ring's other side (a pipeline's outlet or inlet) must not wait for a link that is gone.
@@ -87,6 +111,7 @@ private:
   [[noreturn]] void fail(errc code, const std::string& why) { throw error(code, label() + ": " + why); }
   // Tells the peer why this end gives up, then fails with `why`.
   [[noreturn]] void abort_link(const std::string& why) {
+    told_ = true;
     io_.send_text(frame_kind::abort, why, count_, sending_);
     fail(errc::remote_failed, why);
   }
@@ -109,6 +134,7 @@ private:
   bool common(const frame& f) {
     if (f.kind == frame_kind::heartbeat) return true;
     if (f.kind != frame_kind::abort) return false;
+    peer_gave_up_ = true;
     const std::string why = "rank " + std::to_string(io_.peer()) + " gave up the link: " + f.text();
     if (sending_) ring_->cancel(label() + ": " + why); // the producing pipeline stops too
     fail(errc::remote_failed, why);
@@ -190,6 +216,13 @@ private:
     }
   }
 
+  // The sender abandoned a data frame after its header (its pipeline stopped): what came in place
+  // of the messages is its next frame, an abort.
+  [[noreturn]] void frame_instead_of_data(const frame& f) {
+    (void)common(f);
+    fail(errc::remote_failed, "a data frame's messages did not follow its header");
+  }
+
   void receive_stream() {
     const std::uint32_t slot = ring_->slot_size();
     pacer pace(options_.idle_spin);
@@ -241,12 +274,12 @@ private:
         if (ring_->space() >= f->count) {
           const auto first = ring_->write_window(f->count);
           const std::span<std::byte> second(ring_->slot(0), first.size() < bytes ? bytes - first.size() : 0);
-          io_.receive_payload(first, second, true);
+          if (auto instead = io_.receive_payload(first, second, true)) frame_instead_of_data(*instead);
           ring_->commit_push(f->count);
           f->count = 0;
         } else {
           f->payload.resize(bytes);
-          io_.receive_payload(f->payload, {}, true);
+          if (auto instead = io_.receive_payload(f->payload, {}, true)) frame_instead_of_data(*instead);
         }
       }
       const std::byte* at = f->payload.data();
@@ -277,6 +310,7 @@ private:
   remote_options options_;
   bool sending_;
   std::atomic<bool> stop_{false};
+  bool told_ = false, peer_gave_up_ = false; // an abort sent to the peer; one received from it
   std::uint64_t count_ = 0; // messages sent (sender) or put in the ring (receiver): what an abort tells the peer
   mutable std::mutex mutex_;
   std::condition_variable changed_;

@@ -40,6 +40,9 @@ public:
 
   /// Starts this rank's stages, then a remote link per connection to another rank. Refuses, on
   /// every rank alike, a stage placed on a rank the program does not have and a rank with none.
+  /// A rank whose part does not start (a kernel that does not build there) throws its error; the
+  /// other ranks then stop theirs and throw errc::remote_failed naming that rank, before any
+  /// link opens.
   void start();
   /// Returns once this rank's stages have finished and its remote links have ended. Throws the
   /// first failure: a failure on another rank arrives through the link it broke, named there.
@@ -57,6 +60,7 @@ public:
 
 private:
   struct link_end;
+  int started_everywhere(bool failed_here);
   world& world_;
   pipeline& pipeline_;
   distributed_options options_;
