@@ -8,6 +8,8 @@
 
 #include "device_fixture.hpp"
 
+#include "mpi_test_main.hpp"
+
 #include <gtest/gtest.h>
 
 #include <mpi.h>
@@ -170,16 +172,5 @@ TEST_F(RankCoordination, AllReduceOverRanksGivesEveryArrayOnEveryRankTheSameResu
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  mpi::world world(argc, argv);
-  the_world = &world;
-  if (world.size() != 2) {
-    std::fprintf(stderr, "mpi_coordination_test runs on 2 ranks (mpirun -n 2), not %d\n", world.size());
-    return 1;
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
-  {
-    std::lock_guard lock(world.lock());
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  }
-  return any;
+  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_coordination_test", the_world);
 }

@@ -10,6 +10,8 @@
 
 #include "pipeline_fixture.hpp"
 
+#include "mpi_test_main.hpp"
+
 #include <gtest/gtest.h>
 
 #include <mpi.h>
@@ -188,16 +190,5 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--messages-4k")) messages_4k = static_cast<std::uint32_t>(std::stoul(argv[i + 1]));
     if (!std::strcmp(argv[i], "--slow-seconds")) slow_seconds = std::stoi(argv[i + 1]);
   }
-  mpi::world world(argc, argv);
-  the_world = &world;
-  if (world.size() != 3) {
-    std::fprintf(stderr, "mpi_pipeline_test runs on 3 ranks (mpirun -n 3), not %d\n", world.size());
-    return 1;
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
-  {
-    std::lock_guard lock(world.lock());
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  }
-  return any;
+  return ringpipe::testing::run_on_ranks(argc, argv, 3, "mpi_pipeline_test", the_world);
 }

@@ -46,7 +46,14 @@ void distributed_pipeline::start() {
   }
   // Every rank says whether its part started before any link opens: a rank whose kernels did not
   // build would otherwise be known to the others only by its links' silence, after the timeout.
-  const int down = started_everywhere(failed != nullptr);
+  int down = -1;
+  try {
+    down = started_everywhere(failed != nullptr);
+  } catch (...) { // not every rank reached the exchange: this rank's own error says more
+    if (failed) std::rethrow_exception(failed);
+    (void)pipeline_.stop();
+    throw;
+  }
   if (failed) std::rethrow_exception(failed);
   if (down >= 0) {
     (void)pipeline_.stop();
@@ -69,29 +76,26 @@ void distributed_pipeline::start() {
 // One all-reduce (MAX) of rank + 1 for a rank that failed to start, 0 for one that started, on a
 // communicator of the call's own: the failed rank (the highest, if several), or -1.
 int distributed_pipeline::started_everywhere(bool failed_here) {
-  const std::string what = "pipeline '" + pipeline_.name() + "' on rank " + std::to_string(world_.rank());
   const auto deadline = std::chrono::steady_clock::now() + options_.link.timeout;
-  auto comm = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+  const auto late = [&] {
+    return error(errc::timeout, "pipeline '" + pipeline_.name() + "' on rank " + std::to_string(world_.rank()) +
+                                    ": not every rank started its part within " +
+                                    std::to_string(options_.link.timeout.count() / 1000000) + " ms");
+  };
+  auto comm = detail::own_communicator(world_, deadline);
+  if (!comm) throw late();
   auto values = std::make_unique<std::array<int, 2>>(std::array<int, 2>{failed_here ? world_.rank() + 1 : 0, 0});
   MPI_Request r = MPI_REQUEST_NULL;
   {
     std::lock_guard lock(world_.lock());
-    MPI_Comm_idup(MPI_COMM_WORLD, comm.get(), &r);
-  }
-  const auto late = [&] {
-    (void)comm.release();   // NOLINT: MPI writes them once the other ranks join
-    (void)values.release(); // NOLINT
-    return error(errc::timeout, what + ": not every rank started its part within " +
-                                    std::to_string(options_.link.timeout.count() / 1000000) + " ms");
-  };
-  if (!detail::complete_by(world_, r, deadline)) throw late();
-  {
-    std::lock_guard lock(world_.lock());
     MPI_Iallreduce(&(*values)[0], &(*values)[1], 1, MPI_INT, MPI_MAX, *comm, &r);
   }
-  if (!detail::complete_by(world_, r, deadline)) throw late();
+  if (!detail::complete_by(world_, r, deadline)) {
+    (void)values.release(); // NOLINT: MPI writes them once the other ranks join
+    throw late();
+  }
   std::lock_guard lock(world_.lock());
-  MPI_Comm_free(comm.get());
+  MPI_Comm_free(&*comm);
   return (*values)[1] - 1;
 }
 

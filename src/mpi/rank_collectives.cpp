@@ -31,37 +31,31 @@ void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringp
     return error(errc::timeout, what + ": not every rank took part in the " + step + " within " +
                                     std::to_string(o.timeout.count()) + " ms");
   };
-  // A communicator per call (MPI_Comm_idup: no rank blocks holding the world's lock), so the
-  // program's own collectives on MPI_COMM_WORLD never interleave with it.
-  auto comm = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+  auto comm = own_communicator(w, deadline);
+  if (!comm) throw late("communicator set-up");
+  // This rank's partial, then every rank's, in one buffer that outlives a call the others never
+  // join (MPI reads and writes it once they do).
+  const int bytes = static_cast<int>(partial.size());
+  auto exchanged = std::make_unique<std::vector<std::byte>>(partial.size() * static_cast<std::size_t>(w.size() + 1));
+  std::memcpy(exchanged->data(), partial.data(), partial.size());
+  std::byte* const all = exchanged->data() + partial.size();
   MPI_Request r = MPI_REQUEST_NULL;
   {
     std::lock_guard lock(w.lock());
-    MPI_Comm_idup(MPI_COMM_WORLD, comm.get(), &r);
+    MPI_Iallgather(exchanged->data(), bytes, MPI_BYTE, all, bytes, MPI_BYTE, *comm, &r);
   }
   if (!complete_by(w, r, deadline)) {
-    (void)comm.release(); // NOLINT: MPI writes it once the others join
-    throw late("communicator set-up");
-  }
-  const int bytes = static_cast<int>(partial.size());
-  auto all = std::make_unique<std::vector<std::byte>>(partial.size() * static_cast<std::size_t>(w.size()));
-  {
-    std::lock_guard lock(w.lock());
-    MPI_Iallgather(partial.data(), bytes, MPI_BYTE, all->data(), bytes, MPI_BYTE, *comm, &r);
-  }
-  if (!complete_by(w, r, deadline)) {
-    (void)all.release();  // NOLINT: MPI writes into it once the others join
-    (void)comm.release(); // NOLINT
+    (void)exchanged.release(); // NOLINT: left to MPI
     throw late("exchange");
   }
   {
     std::lock_guard lock(w.lock());
-    MPI_Comm_free(comm.get());
+    MPI_Comm_free(&*comm);
   }
   // Rank 0's, then each next rank's: the same order, the same bits, on every rank.
-  std::memcpy(partial.data(), all->data(), partial.size());
+  std::memcpy(partial.data(), all, partial.size());
   for (int k = 1; k < w.size(); ++k)
-    op.on_host(partial.data(), all->data() + static_cast<std::size_t>(k) * partial.size(), partial.size() / op.element);
+    op.on_host(partial.data(), all + static_cast<std::size_t>(k) * partial.size(), partial.size() / op.element);
 }
 
 } // namespace ringpipe::mpi::detail

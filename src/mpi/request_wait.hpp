@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 namespace ringpipe::mpi::detail {
@@ -24,6 +25,23 @@ inline bool complete_by(world& w, MPI_Request& r, std::chrono::steady_clock::tim
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(pause);
   }
+}
+
+/// A communicator of the caller's own (MPI_Comm_idup of MPI_COMM_WORLD: no rank blocks holding
+/// the world's lock), so that the program's collectives on MPI_COMM_WORLD never interleave with
+/// the caller's; nullopt when not every rank joined by `deadline` (the handle MPI will write
+/// once they do is then left to it).
+inline std::optional<MPI_Comm> own_communicator(world& w, std::chrono::steady_clock::time_point deadline) {
+  auto* comm = new MPI_Comm(MPI_COMM_NULL); // NOLINT: kept for MPI if the others never join
+  MPI_Request r = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(w.lock());
+    MPI_Comm_idup(MPI_COMM_WORLD, comm, &r);
+  }
+  if (!complete_by(w, r, deadline)) return std::nullopt;
+  const MPI_Comm mine = *comm;
+  delete comm; // NOLINT
+  return mine;
 }
 
 } // namespace ringpipe::mpi::detail
