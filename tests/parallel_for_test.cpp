@@ -109,7 +109,9 @@ TEST_F(ParallelFor, ParallelMapAppliesAnOpenClFunction) {
 }
 
 /// A run of saxpy on PoCL and rusticl with rusticl made slow (`delay`: extra steps per index on
-/// each); skips where the environment lacks one of them.
+/// each); skips where the environment lacks one of them. llvmpipe runs the delay loop across eight
+/// work-items at once and PoCL one at a time here, so a step costs rusticl up to twenty times less:
+/// rusticl's delay is 320 times PoCL's to make it the slower device by a wide margin.
 class SlowDevice : public ParallelFor {
 protected:
   void SetUp() override {
@@ -123,7 +125,9 @@ protected:
     std::vector<float> y(n);
     parallel_for_options o;
     o.devices = {*pocl_, *rusticl_};
-    o.partition = dynamic_partition{.min_chunk = 64, .first_chunks = 64}; // short measuring chunks
+    // Short measuring chunks (n / 512 at most): the slow device's second one, sized before the other
+    // device's speed is known, must end long before the run does.
+    o.partition = dynamic_partition{.min_chunk = 64, .first_chunks = 512};
     o.cpu_devices_share_cores = share_cores;
     auto r = parallel_for(rt(), {saxpy_source, "saxpy"}, o, n, input(x), input(y0), output(y), 1.0f,
                           per_device<cl_uint>{std::move(delay)});
@@ -143,7 +147,7 @@ TEST_F(SlowDevice, OnSharedCoresItRunsOnlyItsMeasuringChunks) {
   // Both devices run on the host's cores: once their speeds are known (two chunks each), every
   // chunk goes to the fast one; running the slow one too would only take cores from it. Enough
   // work on the fast one that the slow one's measuring chunks end long before the run does.
-  const auto r = run(true, {400u, 32000u});
+  const auto r = run(true, {400u, 128000u});
   EXPECT_LT(r.share(1), r.share(0)) << r.table();
   std::size_t fast_after = 0;
   for (const auto& c : r.chunks) {
@@ -159,7 +163,7 @@ TEST_F(SlowDevice, OnCoresOfItsOwnBothRunTheSlowOneLess) {
   // Each device taken to have cores of its own: both run past their measuring chunks, the slow
   // one with the smaller share. (Here they do share the host's cores, so their measured speeds
   // are noisy; chunk_sizing_test checks that sizes follow speeds exactly.)
-  const auto r = run(false, {400u, 8000u});
+  const auto r = run(false, {400u, 128000u});
   EXPECT_LT(r.share(1), r.share(0)) << r.table();
   std::vector<std::size_t> sized(2);
   for (const auto& c : r.chunks)
