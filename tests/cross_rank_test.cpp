@@ -2,7 +2,7 @@
 // between ranks becomes a port at each end with the same index on both. Two ranks run here in one
 // process, joined by threads that move messages from one rank's outlet to the other's inlet (what
 // ringpipe::mpi does between processes); exactly-once, in-order delivery is checked message by
-// message.
+// message. Stages on any_rank are shared out by the ranks' weights.
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
 #include <test_message.hpp>
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <memory>
 #include <thread>
 
 using namespace ringpipe;
@@ -140,3 +141,50 @@ TEST_F(PipelineTest, AFarmMovesToARankWhole) {
 }
 
 } // namespace
+
+// source -> k0 -> k1 -> farm -> k3 -> check, every stage on any_rank: kernels in contiguous runs
+// along the stream by the ranks' weights, host stages with their neighbours, one crossing per
+// boundary.
+TEST_F(PipelineTest, StagesOnAnyRankAreSharedOutAlongTheStream) {
+  const auto make = [&](std::vector<double> weights, int ranks) {
+    auto p = std::make_unique<pipeline>(rt(), pipeline_options{.name = "spread"});
+    auto src = p->add_source<msg>("source", counting_source(10));
+    auto k0 = p->add_kernel<msg, msg>("k0", test_kernel("test_map"));
+    auto k1 = p->add_kernel<msg, msg>("k1", test_kernel("test_map"));
+    auto f = p->add_farm<msg, msg>("farm", test_kernel("test_map"), {.devices = {0}});
+    auto k3 = p->add_kernel<msg, msg>("k3", test_kernel("test_map"));
+    auto sink = p->add_sink<msg>("check", [](const msg&) {});
+    p->connect(src.out(), k0.in());
+    p->connect(k0.out(), k1.in());
+    p->connect(k1.out(), f.in());
+    p->connect(f.out(), k3.in());
+    p->connect(k3.out(), sink.in());
+    EXPECT_FALSE(p->has_any_rank());
+    for (const char* s : {"source", "k0", "k1", "farm", "k3", "check"})
+      p->on_rank(s, any_rank);
+    EXPECT_TRUE(p->has_any_rank());
+    p->set_ranks(0, ranks, std::move(weights));
+    return p;
+  };
+  const auto ranks_of = [](const pipeline& p) {
+    std::vector<int> r;
+    for (const char* s : {"source", "k0", "k1", "farm:deal", "farm@0", "farm:merge", "k3", "check"})
+      r.push_back(p.rank_of(s));
+    return r;
+  };
+  const auto even = make({}, 2);
+  EXPECT_EQ(ranks_of(*even), (std::vector<int>{0, 0, 0, 1, 1, 1, 1, 1}));
+  ASSERT_EQ(even->cross_rank_links().size(), 1u) << "one crossing: k1 -> farm";
+  EXPECT_EQ(even->cross_rank_links()[0].port, "k1->farm:deal@rank1");
+  // Rank 1 has three times the devices: three of the four kernels; a rank with none gets none.
+  EXPECT_EQ(ranks_of(*make({1, 3}, 2)), (std::vector<int>{0, 0, 1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(ranks_of(*make({2, 0, 2}, 3)), (std::vector<int>{0, 0, 0, 2, 2, 2, 2, 2}));
+  EXPECT_EQ(ranks_of(*make({1, 1, 1, 1}, 4)), (std::vector<int>{0, 0, 1, 2, 2, 2, 3, 3}));
+  // A stage placed by hand stays; a mismatched weight list is refused.
+  auto fixed = make({}, 2);
+  fixed->on_rank("k3", 0);
+  EXPECT_EQ(fixed->rank_of("k3"), 0);
+  EXPECT_EQ(fixed->rank_of("check"), 0) << "the sink follows the stage it takes from";
+  expect_error([&] { fixed->set_ranks(0, 2, {1.0}); }, make_error_code(errc::invalid_argument),
+               {"1 rank weights for 2 ranks"}, "one weight for two ranks was accepted");
+}

@@ -1,8 +1,9 @@
 // One pipeline over three ranks (run under mpirun -n 3): source on rank 0, a ring kernel on each of
 // ranks 1 and 2, the checking sink back on rank 0, declared alike on every rank
 // (mpi::distributed_pipeline). Streams of 16-byte and 4 KiB messages checked message by message;
-// a sink far slower than the source with memory flat on every rank; a rank that stops answering
-// reported by the others within the link timeout.
+// a sink far slower than the source with memory flat on every rank; a stop mid-stream that
+// accounts for every message over the ranks; a rank that stops answering reported by the others
+// within the link timeout.
 //   mpi_pipeline_test [--messages-4k N] [--slow-seconds S]   (defaults 1000000 and 30)
 #include <ringpipe/mpi/distributed_pipeline.hpp>
 #include <ringpipe/pipeline.hpp>
@@ -16,6 +17,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -53,10 +55,13 @@ template <std::size_t N> struct three_ranks {
   pipeline p;
   in_order<N> check;
   std::function<void()> pace;
+  std::atomic<std::uint32_t> made{0}; // by the source
   three_ranks(std::uint32_t count, std::uint32_t capacity) : p(rt(), {.name = "three-ranks"}) {
-    auto src = p.add_source<test_message<N>>("source", [n = 0u, count]() mutable -> std::optional<test_message<N>> {
+    auto src = p.add_source<test_message<N>>("source", [this, count]() -> std::optional<test_message<N>> {
+      const auto n = made.load(std::memory_order_relaxed);
       if (n == count) return std::nullopt;
-      return make_test_message<N>(n++);
+      made.store(n + 1, std::memory_order_relaxed);
+      return make_test_message<N>(n);
     });
     const kernel_spec spec{test_stages_source(N), "test_map"};
     auto first = p.add_kernel<test_message<N>, test_message<N>>("first", spec);
@@ -137,6 +142,90 @@ TEST(ThreeRanks, ASlowSinkKeepsMemoryFlatOnEveryRank) {
     EXPECT_EQ(t.check.errors, 0u);
     EXPECT_GT(t.check.expected, 10000u);
   }
+}
+
+// Waits for `r` without holding the world's lock between tests (remote links need it).
+void complete(MPI_Request& r) {
+  for (int done = 0; done == 0; std::this_thread::sleep_for(1ms)) {
+    std::lock_guard lock(the_world->lock());
+    MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+  }
+}
+
+// Every rank waits here for the others.
+void meet() {
+  MPI_Request r = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(the_world->lock());
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  }
+  complete(r);
+}
+
+TEST(ThreeRanks, AStopMidStreamAccountsForEveryMessageOnEveryRank) {
+  // Every rank stops once rank 0's slow sink has taken 2,000 messages, with every ring full behind
+  // it: each message the source made was delivered, or is counted once in the report, which every
+  // rank gets alike.
+  three_ranks<16> t(1u << 30, 256);
+  std::atomic<std::uint32_t> delivered{0};
+  t.pace = [&] {
+    std::this_thread::sleep_for(20us);
+    delivered.fetch_add(1, std::memory_order_relaxed);
+  };
+  mpi::distributed_pipeline d(*the_world, t.p);
+  d.start();
+  if (the_world->rank() == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (delivered.load() < 2000 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+  }
+  meet();
+  const auto report = d.stop();
+  std::fprintf(stderr, "rank %d: %s\n", the_world->rank(), report.text().c_str());
+  ASSERT_TRUE(report.complete) << report.missing;
+  ASSERT_EQ(report.ranks.size(), 3u);
+  for (std::size_t r = 0; r < 3; ++r)
+    EXPECT_GT(report.ranks[r].undelivered, 0u) << "rank " << r << " held nothing: the stop was not mid-stream";
+  EXPECT_NE(report.text().find(" messages undelivered over 3 ranks: rank 0: "), std::string::npos) << report.text();
+  std::vector<std::uint64_t> totals(3), mine{report.undelivered()};
+  MPI_Request r = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(the_world->lock());
+    MPI_Iallgather(mine.data(), 1, MPI_UINT64_T, totals.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD, &r);
+  }
+  complete(r);
+  EXPECT_EQ(totals[0], totals[1]);
+  EXPECT_EQ(totals[0], totals[2]);
+  if (the_world->rank() == 0) {
+    EXPECT_GE(delivered.load(), 2000u);
+    EXPECT_EQ(t.check.errors, 0u);
+    EXPECT_EQ(t.made.load(), delivered.load() + report.undelivered() + report.lost())
+        << "made " << t.made.load() << ", delivered " << delivered.load() << "; " << report.text();
+  }
+}
+
+TEST(StopCounts, InTransitAndAbandonedSendsAreCountedOnce) {
+  // Connection 0 (rank 0 -> 1): 10 sent, 7 received: 3 in transit. Connection 1 (rank 1 -> 0):
+  // 5 sent, 8 received: a frame of 3 abandoned by rank 1 after rank 0 took it, so 3 of rank 1's
+  // 20 are not counted again.
+  const std::vector<std::uint64_t> counts{10, 7, 1, 2, 5, 8, 2, 1, 4, 0, 20, 1};
+  mpi::distributed_stop_report r;
+  mpi::detail::settle_counts(counts, 2, 2, r);
+  ASSERT_TRUE(r.complete);
+  ASSERT_EQ(r.ranks.size(), 2u);
+  EXPECT_EQ(r.ranks[0].undelivered, 4u);
+  EXPECT_EQ(r.ranks[1].undelivered, 17u);
+  EXPECT_EQ(r.ranks[1].lost, 1u);
+  ASSERT_EQ(r.in_transit.size(), 1u);
+  EXPECT_EQ(r.in_transit[0].index, 0u);
+  EXPECT_EQ(r.in_transit[0].from_rank, 0);
+  EXPECT_EQ(r.in_transit[0].to_rank, 1);
+  EXPECT_EQ(r.in_transit[0].messages, 3u);
+  EXPECT_EQ(r.undelivered(), 24u);
+  EXPECT_EQ(r.lost(), 1u);
+  const std::string expected = "24 messages undelivered over 2 ranks: rank 0: 4, rank 1: 17 (1 lost); 3 in transit "
+                               "between ranks (3 from rank 0 to rank 1). Here: ";
+  EXPECT_EQ(r.text().substr(0, expected.size()), expected);
 }
 
 TEST(ThreeRanks, ARankThatStopsAnsweringIsReportedByTheOthers) {

@@ -205,6 +205,36 @@ TEST_F(RemoteLink, OnePipelineDeclaredOnEveryRankRunsItsPartsOnTheirRanks) {
   }
 }
 
+TEST_F(RemoteLink, StagesOnAnyRankAreSharedOutByTheRanksDevices) {
+  // Two kernels on any_rank, two ranks with a device each: one kernel per rank, the source with
+  // the first, the check on rank 0; every rank computes the same placement.
+  constexpr std::uint32_t count = 100000;
+  pipeline p(rt(), {"anywhere"});
+  ringpipe::testing::checker check;
+  check.hops = 2;
+  auto src = p.add_source<msg>("source", ringpipe::testing::counting_source(count));
+  auto first = p.add_kernel<msg, msg>("first", ringpipe::testing::test_kernel("test_map"));
+  auto second = p.add_kernel<msg, msg>("second", ringpipe::testing::test_kernel("test_map"));
+  auto sink = p.add_sink<msg>("check", [&](const msg& m) { check(m); });
+  p.connect(src.out(), first.in());
+  p.connect(first.out(), second.in());
+  p.connect(second.out(), sink.in());
+  p.on_rank(src, any_rank);
+  p.on_rank(first, any_rank);
+  p.on_rank(second, any_rank);
+  mpi::distributed_pipeline d(w(), p);
+  EXPECT_EQ(p.rank_of("source"), 0);
+  EXPECT_EQ(p.rank_of("first"), 0);
+  EXPECT_EQ(p.rank_of("second"), 1);
+  d.run(120s);
+  ASSERT_EQ(d.links().size(), 2u) << d.plan();
+  EXPECT_NE(d.plan().find("first (rank 0) -> second (rank 1)"), std::string::npos) << d.plan();
+  if (sender()) {
+    EXPECT_EQ(check.expected, count) << check.first_error;
+    EXPECT_EQ(check.errors, 0u) << check.first_error;
+  }
+}
+
 TEST_F(RemoteLink, AStageFailingOnOneRankFailsThePipelineOnEveryRank) {
   spread_pipeline s(rt(), 1000000, 5000);
   mpi::distributed_pipeline d(w(), s.p);

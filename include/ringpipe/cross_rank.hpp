@@ -12,6 +12,11 @@
 
 namespace ringpipe {
 
+/// pipeline::on_rank(stage, any_rank): the rank is chosen when the ranks are known. Kernels (a farm
+/// whole) are spread over the ranks in contiguous runs along the stream, in proportion to each
+/// rank's devices; a host stage joins the rank of the stage it takes from (else, feeds).
+inline constexpr int any_rank = -1;
+
 /// This rank's end of one connection between stages on two ranks.
 struct cross_rank_link {
   /// The same on every rank: the connection's place among the pipeline's connections between

@@ -191,12 +191,18 @@ public:
 
   // --- one pipeline over several processes (cross_rank.hpp) ---
   /// Runs `stage` (a farm: all of its stages) on process `rank` of a program whose every process
-  /// declares this pipeline alike. Stages not placed run on rank 0.
+  /// declares this pipeline alike; `any_rank`: chosen once the ranks are known (cross_rank.hpp).
+  /// Stages not placed run on rank 0.
   void on_rank(const std::string& stage, int rank);
   template <class In, class Out> void on_rank(stage_ref<In, Out> stage, int rank) { on_rank_id(stage.id, rank); }
   /// This process is rank `rank` of `ranks`: start() runs only the stages placed on it, with a
   /// port for each connection to another rank. Called by the code that joins the processes.
-  void set_ranks(int rank, int ranks);
+  /// `weights` (per rank, the same on every rank; empty: equal) share out the stages on any_rank.
+  void set_ranks(int rank, int ranks, std::vector<double> weights = {});
+  /// Whether a stage is placed on any_rank.
+  bool has_any_rank() const;
+  /// The rank `stage` runs on: as placed, or as chosen for any_rank once set_ranks() was called.
+  int rank_of(const std::string& stage) const;
   /// This rank's ends of the connections between ranks, rings included after start(); empty
   /// until set_ranks(). Refuses what start() would refuse (a stage on no rank of the program).
   std::vector<cross_rank_link> cross_rank_links() const;

@@ -4,8 +4,9 @@
 
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/distributed_pipeline.hpp>
+#include <ringpipe/runtime.hpp>
 
-#include <array>
+#include <algorithm>
 #include <memory>
 #include <variant>
 
@@ -18,6 +19,9 @@ struct distributed_pipeline::link_end {
   void wait(std::chrono::nanoseconds timeout) {
     std::visit([&](auto& e) { e.wait(timeout); }, end);
   }
+  void stop(const std::string& why) noexcept {
+    std::visit([&](auto& e) { e.stop(why); }, end);
+  }
   remote_stats stats() const {
     return std::visit([](const auto& e) { return e.stats(); }, end);
   }
@@ -25,7 +29,18 @@ struct distributed_pipeline::link_end {
 
 distributed_pipeline::distributed_pipeline(world& w, pipeline& p, distributed_options options)
     : world_(w), pipeline_(p), options_(options) {
-  p.set_ranks(w.rank(), w.size());
+  if (!p.has_any_rank()) {
+    p.set_ranks(w.rank(), w.size());
+    return;
+  }
+  // Stages on any_rank are shared out by the ranks' devices: every rank learns every rank's count.
+  std::vector<std::uint64_t> devices(static_cast<std::size_t>(w.size()));
+  devices[static_cast<std::size_t>(w.rank())] = p.rt().devices().size();
+  if (!detail::all_reduce_by(w, devices, MPI_SUM, std::chrono::steady_clock::now() + options_.link.timeout))
+    throw error(errc::timeout, "pipeline '" + p.name() + "' on rank " + std::to_string(w.rank()) +
+                                   ": not every rank said how many devices it has (for stages on any_rank) within " +
+                                   std::to_string(options_.link.timeout.count() / 1000000) + " ms");
+  p.set_ranks(w.rank(), w.size(), std::vector<double>(devices.begin(), devices.end()));
 }
 
 distributed_pipeline::~distributed_pipeline() = default;
@@ -73,30 +88,15 @@ void distributed_pipeline::start() {
   }
 }
 
-// One all-reduce (MAX) of rank + 1 for a rank that failed to start, 0 for one that started, on a
-// communicator of the call's own: the failed rank (the highest, if several), or -1.
+// One all-reduce (MAX) of rank + 1 for a rank that failed to start, 0 for one that started: the
+// failed rank (the highest, if several), or -1.
 int distributed_pipeline::started_everywhere(bool failed_here) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.link.timeout;
-  const auto late = [&] {
-    return error(errc::timeout, "pipeline '" + pipeline_.name() + "' on rank " + std::to_string(world_.rank()) +
-                                    ": not every rank started its part within " +
-                                    std::to_string(options_.link.timeout.count() / 1000000) + " ms");
-  };
-  auto comm = detail::own_communicator(world_, deadline);
-  if (!comm) throw late();
-  auto values = std::make_unique<std::array<int, 2>>(std::array<int, 2>{failed_here ? world_.rank() + 1 : 0, 0});
-  MPI_Request r = MPI_REQUEST_NULL;
-  {
-    std::lock_guard lock(world_.lock());
-    MPI_Iallreduce(&(*values)[0], &(*values)[1], 1, MPI_INT, MPI_MAX, *comm, &r);
-  }
-  if (!detail::complete_by(world_, r, deadline)) {
-    (void)values.release(); // NOLINT: MPI writes them once the other ranks join
-    throw late();
-  }
-  std::lock_guard lock(world_.lock());
-  MPI_Comm_free(&*comm);
-  return (*values)[1] - 1;
+  std::vector<std::uint64_t> failed{failed_here ? static_cast<std::uint64_t>(world_.rank()) + 1 : 0};
+  if (!detail::all_reduce_by(world_, failed, MPI_MAX, std::chrono::steady_clock::now() + options_.link.timeout))
+    throw error(errc::timeout, "pipeline '" + pipeline_.name() + "' on rank " + std::to_string(world_.rank()) +
+                                   ": not every rank started its part within " +
+                                   std::to_string(options_.link.timeout.count() / 1000000) + " ms");
+  return static_cast<int>(failed[0]) - 1;
 }
 
 void distributed_pipeline::wait(std::chrono::nanoseconds timeout) {
@@ -106,6 +106,47 @@ void distributed_pipeline::wait(std::chrono::nanoseconds timeout) {
   pipeline_.wait(timeout);
   for (auto& e : ends_)
     e->wait(std::max(std::chrono::nanoseconds(0), deadline - std::chrono::steady_clock::now()));
+}
+
+distributed_stop_report distributed_pipeline::stop(std::chrono::nanoseconds timeout) noexcept {
+  distributed_stop_report report;
+  const std::string why = "pipeline '" + pipeline_.name() + "' was stopped on rank " + std::to_string(world_.rank());
+  // The links first: once their threads have left, no message moves between a ring and MPI while
+  // the rings are counted.
+  for (auto& e : ends_)
+    e->stop(why);
+  report.here = pipeline_.stop();
+  try {
+    exchange_counts(report, std::chrono::steady_clock::now() + timeout);
+  } catch (const std::exception& e) {
+    report.missing = e.what();
+  }
+  return report;
+}
+
+// Every rank's totals and every connection's counts, in two all-reduces: the number of
+// connections (MAX), then per connection [sent, received, from rank + 1, to rank + 1] and per
+// rank [undelivered, lost] (SUM: each entry comes from one rank only).
+void distributed_pipeline::exchange_counts(distributed_stop_report& report,
+                                           std::chrono::steady_clock::time_point deadline) {
+  const auto late = [&] { report.missing = "not every rank called distributed_pipeline::stop before its timeout"; };
+  std::vector<std::uint64_t> connections{0};
+  for (const auto& l : links_)
+    connections[0] = std::max<std::uint64_t>(connections[0], l.index + 1);
+  if (!detail::all_reduce_by(world_, connections, MPI_MAX, deadline)) return late();
+  const std::size_t c = connections[0], ranks = static_cast<std::size_t>(world_.size());
+  std::vector<std::uint64_t> counts(4 * c + 2 * ranks);
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    const auto& l = links_[i];
+    const std::uint64_t moved = ends_.size() > i ? ends_[i]->stats().messages : 0;
+    counts[4 * l.index + (l.sending ? 0 : 1)] = moved;
+    counts[4 * l.index + (l.sending ? 2 : 3)] = static_cast<std::uint64_t>(world_.rank()) + 1;
+  }
+  const std::size_t me = 4 * c + 2 * static_cast<std::size_t>(world_.rank());
+  counts[me] = report.here.undelivered;
+  counts[me + 1] = report.here.lost;
+  if (!detail::all_reduce_by(world_, counts, MPI_SUM, deadline)) return late();
+  detail::settle_counts(counts, c, ranks, report);
 }
 
 std::vector<remote_stats> distributed_pipeline::link_stats() const {

@@ -30,7 +30,14 @@ public:
     if (options_.batch == 0) throw error(errc::invalid_argument, label() + ": remote_options::batch is 0");
     thread_ = std::thread([this] { run(); });
   }
-  ~remote_end() {
+  ~remote_end() { halt({}); }
+  /// Ends the link at once, telling the peer `why` (unless it already ended), and returns once
+  /// this end's thread has left: its stats are final.
+  void halt(std::string why) noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      if (halt_reason_.empty()) halt_reason_ = std::move(why);
+    }
     stop_.store(true, std::memory_order_release);
     if (thread_.joinable()) thread_.join();
   }
@@ -81,9 +88,16 @@ private:
   std::string local_cause() const {
     if (ring_->cancelled())
       return "its ring on rank " + std::to_string(io_.self()) + " was cancelled: " + ring_->cancel_reason();
-    if (stop_.load(std::memory_order_acquire))
-      return "the link was destroyed on rank " + std::to_string(io_.self()) + " before its stream ended";
+    if (stop_.load(std::memory_order_acquire)) return halted();
     return {};
+  }
+  // Why this end was halted: a stop's reason, or its destruction.
+  std::string halted() const {
+    {
+      std::lock_guard lock(mutex_);
+      if (!halt_reason_.empty()) return halt_reason_;
+    }
+    return "the link was destroyed on rank " + std::to_string(io_.self()) + " before its stream ended";
   }
   // A failure of this end's own (a send it abandoned, a peer gone silent, a frame it could not
   // read) is told to the peer, which may be waiting for the rest of a frame; not one the peer
@@ -99,6 +113,7 @@ private:
     std::lock_guard lock(mutex_);
     done_ = true;
     failure_ = std::move(failure);
+    stats_.messages = count_; // a frame partly pushed into the ring included
     changed_.notify_all();
   }
   static std::string what(const std::exception_ptr& e) {
@@ -121,8 +136,7 @@ private:
     // that often follows it at once.
     if (ring_->cancelled())
       abort_link("its ring on rank " + std::to_string(io_.self()) + " was cancelled: " + ring_->cancel_reason());
-    if (stop_.load(std::memory_order_acquire))
-      abort_link("the link was destroyed on rank " + std::to_string(io_.self()) + " before its stream ended");
+    if (stop_.load(std::memory_order_acquire)) abort_link(halted());
     io_.heartbeat_if_due(sending_);
     if (io_.silent_for() > options_.timeout)
       fail(errc::remote_failed, "rank " + std::to_string(io_.peer()) + " sent nothing for " +
@@ -207,8 +221,7 @@ private:
         if (!common(*f) && f->kind != frame_kind::credit) fail(errc::remote_failed, "an unexpected frame");
       }
       if (stop_.load(std::memory_order_acquire))
-        abort_link("the link was destroyed on rank " + std::to_string(io_.self()) + " before rank " +
-                   std::to_string(io_.peer()) + " had the whole stream");
+        abort_link(halted() + " (rank " + std::to_string(io_.peer()) + " did not yet confirm the whole stream)");
       if (io_.silent_for() > options_.timeout)
         fail(errc::remote_failed, "rank " + std::to_string(io_.peer()) + " did not confirm the end of the stream in " +
                                       std::to_string(io_.silent_for().count() / 1000000) + " ms");
@@ -316,6 +329,7 @@ private:
   std::condition_variable changed_;
   bool done_ = false;
   std::exception_ptr failure_;
+  std::string halt_reason_;
   remote_stats stats_;
   std::thread thread_; // last: started once everything above exists
 };
@@ -326,6 +340,7 @@ remote_sender::remote_sender(world& w, std::shared_ptr<ring_buffer> from, int to
     : end_(std::make_unique<detail::remote_end>(w, std::move(from), to, link, options, true)) {}
 remote_sender::~remote_sender() = default;
 void remote_sender::wait(std::chrono::nanoseconds timeout) { end_->wait(timeout); }
+void remote_sender::stop(std::string why) noexcept { end_->halt(std::move(why)); }
 remote_stats remote_sender::stats() const { return end_->stats(); }
 
 remote_receiver::remote_receiver(world& w, std::shared_ptr<ring_buffer> into, int from, int link,
@@ -333,6 +348,7 @@ remote_receiver::remote_receiver(world& w, std::shared_ptr<ring_buffer> into, in
     : end_(std::make_unique<detail::remote_end>(w, std::move(into), from, link, options, false)) {}
 remote_receiver::~remote_receiver() = default;
 void remote_receiver::wait(std::chrono::nanoseconds timeout) { end_->wait(timeout); }
+void remote_receiver::stop(std::string why) noexcept { end_->halt(std::move(why)); }
 remote_stats remote_receiver::stats() const { return end_->stats(); }
 
 } // namespace ringpipe::mpi

@@ -7,8 +7,11 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 namespace ringpipe::mpi::detail {
 
@@ -42,6 +45,31 @@ inline std::optional<MPI_Comm> own_communicator(world& w, std::chrono::steady_cl
   const MPI_Comm mine = *comm;
   delete comm; // NOLINT
   return mine;
+}
+
+/// `values`, combined with `op` over every rank, on a communicator of its own: false when not
+/// every rank joined by `deadline` (the buffers are then left to MPI, which writes them once the
+/// others join; collectives cannot be cancelled).
+inline bool all_reduce_by(world& w, std::vector<std::uint64_t>& values, MPI_Op op,
+                          std::chrono::steady_clock::time_point deadline) {
+  auto comm = own_communicator(w, deadline);
+  if (!comm) return false;
+  auto in = std::make_unique<std::vector<std::uint64_t>>(values);
+  auto out = std::make_unique<std::vector<std::uint64_t>>(values.size());
+  MPI_Request r = MPI_REQUEST_NULL;
+  {
+    std::lock_guard lock(w.lock());
+    MPI_Iallreduce(in->data(), out->data(), static_cast<int>(values.size()), MPI_UINT64_T, op, *comm, &r);
+  }
+  if (!complete_by(w, r, deadline)) {
+    (void)in.release();  // NOLINT: left to MPI
+    (void)out.release(); // NOLINT
+    return false;
+  }
+  std::lock_guard lock(w.lock());
+  MPI_Comm_free(&*comm);
+  values = std::move(*out);
+  return true;
 }
 
 } // namespace ringpipe::mpi::detail

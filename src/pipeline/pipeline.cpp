@@ -135,7 +135,7 @@ void pipeline::set_fan_out_id(std::size_t stage, fan_out policy) { def(stage).po
 
 pipeline_plan pipeline::dry_run() const {
   if (impl_->ranks != 0) {
-    const auto part = detail::project(impl_->g, impl_->rank, impl_->ranks);
+    const auto part = detail::project(impl_->g, impl_->rank, impl_->ranks, impl_->rank_weights);
     return detail::make_plan(part.local, impl_->rt.devices(), impl_->options, impl_->host()).summary(part.local);
   }
   return detail::make_plan(impl_->g, impl_->rt.devices(), impl_->options, impl_->host()).summary(impl_->g);
@@ -144,7 +144,7 @@ pipeline_plan pipeline::dry_run() const {
 void pipeline::start() {
   auto& p = *impl_;
   if (p.run) throw error(errc::invalid_pipeline, "pipeline '" + p.options.name + "' was already started");
-  if (p.ranks != 0) p.part = std::make_unique<detail::rank_part>(detail::project(p.g, p.rank, p.ranks));
+  if (p.ranks != 0) p.part = std::make_unique<detail::rank_part>(detail::project(p.g, p.rank, p.ranks, p.rank_weights));
   const auto& g = p.graph_run();
   auto planned = detail::make_plan(g, p.rt.devices(), p.options, p.host());
   auto run = std::make_unique<detail::runner>(p.rt, g, std::move(planned), p.options);

@@ -27,8 +27,10 @@ std::size_t add_port(graph& local, const graph& g, const edge_decl& e, bool send
 
 } // namespace
 
-rank_part project(const graph& g, int rank, int ranks) {
-  validate(g);
+rank_part project(const graph& declared, int rank, int ranks, const std::vector<double>& weights) {
+  validate(declared);
+  graph g = declared;
+  place_on_ranks(g, ranks, weights);
   const std::string what = "pipeline '" + g.name + "' (" + rank_text(rank) + " of " + std::to_string(ranks) + ")";
   if (ranks < 1 || rank < 0 || rank >= ranks)
     throw error(errc::invalid_argument, what + ": no such rank; ranks are 0 to " + std::to_string(ranks - 1));
@@ -95,7 +97,8 @@ void pipeline::on_rank(const std::string& stage, int rank) {
   }
   if (ids.empty()) g.find(stage); // throws, naming the pipeline
   if (impl_->run) throw error(errc::invalid_pipeline, "stage '" + stage + "' placed on a rank after start()");
-  if (rank < 0) throw error(errc::invalid_argument, "stage '" + stage + "': rank " + std::to_string(rank) + " < 0");
+  if (rank < 0 && rank != any_rank)
+    throw error(errc::invalid_argument, "stage '" + stage + "': rank " + std::to_string(rank) + " < 0");
   for (const auto id : ids)
     def(id).rank = rank;
 }
@@ -106,18 +109,35 @@ void pipeline::on_rank_id(std::size_t stage, int rank) {
   on_rank(s.kind == stage_kind::dealer ? s.name.substr(0, s.name.size() - 5) : s.name, rank);
 }
 
-void pipeline::set_ranks(int rank, int ranks) {
+void pipeline::set_ranks(int rank, int ranks, std::vector<double> weights) {
   if (impl_->run) throw error(errc::invalid_pipeline, "pipeline '" + name() + "': set_ranks after start()");
   if (ranks < 1 || rank < 0 || rank >= ranks)
     throw error(errc::invalid_argument, "pipeline '" + name() + "': rank " + std::to_string(rank) + " of " +
                                             std::to_string(ranks) + " does not exist");
+  if (!weights.empty() && weights.size() != static_cast<std::size_t>(ranks))
+    throw error(errc::invalid_argument, "pipeline '" + name() + "': " + std::to_string(weights.size()) +
+                                            " rank weights for " + std::to_string(ranks) + " ranks");
   impl_->rank = rank;
   impl_->ranks = ranks;
+  impl_->rank_weights = std::move(weights);
+}
+
+bool pipeline::has_any_rank() const {
+  const auto& st = impl_->g.stages;
+  return std::any_of(st.begin(), st.end(), [](const detail::stage_decl& s) { return s.rank == any_rank; });
+}
+
+int pipeline::rank_of(const std::string& stage) const {
+  const auto id = impl_->g.find(stage);
+  if (impl_->ranks == 0 || impl_->g.stages[id].rank != any_rank) return impl_->g.stages[id].rank;
+  auto g = impl_->g;
+  detail::place_on_ranks(g, impl_->ranks, impl_->rank_weights);
+  return g.stages[id].rank;
 }
 
 std::vector<cross_rank_link> pipeline::cross_rank_links() const {
   if (impl_->ranks == 0) return {};
-  if (!impl_->part) return detail::project(impl_->g, impl_->rank, impl_->ranks).links;
+  if (!impl_->part) return detail::project(impl_->g, impl_->rank, impl_->ranks, impl_->rank_weights).links;
   auto links = impl_->part->links;
   for (std::size_t i = 0; i < links.size(); ++i)
     links[i].ring = impl_->run->port(impl_->part->ports[i]);

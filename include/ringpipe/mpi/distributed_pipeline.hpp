@@ -13,6 +13,7 @@
 //   mpi::distributed_pipeline(w, p).run(10min);
 
 #include <ringpipe/mpi/remote.hpp>
+#include <ringpipe/mpi/stop_report.hpp>
 #include <ringpipe/mpi/world.hpp>
 #include <ringpipe/pipeline.hpp>
 
@@ -51,6 +52,13 @@ public:
     start();
     wait(timeout);
   }
+  /// Stops this rank's part at once (its remote links first, telling their peers that the
+  /// pipeline was stopped here, then its stages) and reports what was left undelivered on every
+  /// rank. Every rank calls it, like an MPI collective: the ranks' counts are exchanged, waiting
+  /// at most `timeout` for the others (then the report holds this rank's part only and says so).
+  /// A rank still in wait() when a peer stops sees its links fail naming the stopping rank.
+  /// Never throws.
+  distributed_stop_report stop(std::chrono::nanoseconds timeout = std::chrono::seconds(30)) noexcept;
   /// This rank's connections to other ranks (rings set after start()).
   const std::vector<cross_rank_link>& links() const noexcept { return links_; }
   /// Per connection, in the order of links(); zeros before start().
@@ -61,6 +69,7 @@ public:
 private:
   struct link_end;
   int started_everywhere(bool failed_here);
+  void exchange_counts(distributed_stop_report& report, std::chrono::steady_clock::time_point deadline);
   world& world_;
   pipeline& pipeline_;
   distributed_options options_;

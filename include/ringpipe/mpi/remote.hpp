@@ -35,7 +35,7 @@ struct remote_options {
 };
 
 struct remote_stats {
-  std::uint64_t messages = 0;      ///< sent or received
+  std::uint64_t messages = 0;      ///< sent (left the ring), or received (put in the ring)
   std::uint64_t batches = 0;       ///< MPI data messages
   std::uint32_t max_in_flight = 0; ///< sender: most messages sent and not yet credited back
   std::uint32_t credits = 0;       ///< the receiver's grant when the link opened
@@ -57,6 +57,9 @@ public:
   remote_sender& operator=(const remote_sender&) = delete;
   /// Returns once the end of the stream was sent; throws the link's failure, or errc::timeout.
   void wait(std::chrono::nanoseconds timeout);
+  /// Ends the link now, telling the peer `why` (its end fails with it, naming this rank); returns
+  /// once this end has left (stats() final). wait() then throws the stop.
+  void stop(std::string why) noexcept;
   remote_stats stats() const;
 
 private:
@@ -75,6 +78,8 @@ public:
   remote_receiver& operator=(const remote_receiver&) = delete;
   /// Returns once the last message was pushed and the ring closed; throws the link's failure.
   void wait(std::chrono::nanoseconds timeout);
+  /// As remote_sender::stop.
+  void stop(std::string why) noexcept;
   remote_stats stats() const;
 
 private:
