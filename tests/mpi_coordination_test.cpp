@@ -15,7 +15,9 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -166,6 +168,78 @@ TEST_F(RankCoordination, AllReduceOverRanksGivesEveryArrayOnEveryRankTheSameResu
   ringpipe::testing::expect_error([&] { mpi::all_reduce(w(), arrays, reduction<float>::custom("fmax", "fmax(a, b)")); },
                                   make_error_code(errc::invalid_argument), {"(fmax) on rank", "no host form"},
                                   "a reduction without a host form was combined across ranks");
+}
+
+// `count` arrays of `n` ints on device 0, element i of array a = base + 1000 * a + i.
+std::vector<device_array<int>> int_arrays(runtime& rt, std::size_t count, std::size_t n, int base) {
+  std::vector<device_array<int>> arrays;
+  for (std::size_t a = 0; a < count; ++a) {
+    device_array<int> x(rt, rt.device_at(0), n, "a" + std::to_string(a));
+    std::vector<int> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = base + 1000 * static_cast<int>(a) + static_cast<int>(i);
+    x.write(std::span<const int>(v), 10s);
+    arrays.push_back(x);
+  }
+  return arrays;
+}
+
+// Elements of `x` that differ from base + 1000 * a + i (for the arrays each rank gathers).
+std::size_t wrong_in(const std::vector<int>& got, std::size_t from, std::size_t n, int base) {
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    wrong += got[from + i] != base + static_cast<int>(i) ? 1 : 0;
+  return wrong;
+}
+
+TEST_F(RankCoordination, BroadcastGatherAndAllGatherOverRanksMoveEveryRanksArrays) {
+  const int me = w().rank();
+  for (int root = 0; root < 2; ++root) { // the root's first array, into every array of both ranks
+    auto arrays = int_arrays(rt(), 3, 5000, me == root ? 7 : -100000);
+    mpi::broadcast(w(), root, arrays);
+    for (const auto& x : arrays) {
+      std::vector<int> got(5000);
+      x.read(std::span<int>(got), 10s);
+      EXPECT_EQ(wrong_in(got, 0, 5000, 7), 0u) << x.name() << " on rank " << me << ", root " << root;
+    }
+  }
+  // Rank r passes r + 1 arrays of 100 (r + 1) ints: rank 0's one, then rank 1's two, back to back.
+  const auto in =
+      int_arrays(rt(), static_cast<std::size_t>(me) + 1, 100 * static_cast<std::size_t>(me + 1), 100000 * me);
+  const auto check = [](const std::vector<int>& got, const std::string& where) {
+    EXPECT_EQ(wrong_in(got, 0, 100, 0), 0u) << where << ": rank 0's array";
+    EXPECT_EQ(wrong_in(got, 100, 200, 100000), 0u) << where << ": rank 1's first array";
+    EXPECT_EQ(wrong_in(got, 300, 200, 101000), 0u) << where << ": rank 1's second array";
+  };
+  std::vector<int> gathered(me == 1 ? 500 : 0);
+  mpi::gather(w(), 1, in, std::span<int>(gathered));
+  if (me == 1) check(gathered, "gather to rank 1");
+  const auto out = int_arrays(rt(), 2, 500, 0);
+  mpi::all_gather(w(), in, out);
+  for (const auto& x : out) {
+    std::vector<int> got(500);
+    x.read(std::span<int>(got), 10s);
+    check(got, x.name() + " on rank " + std::to_string(me));
+  }
+}
+
+TEST_F(RankCoordination, SizesThatDoNotAgreeAreRefusedOnEveryRankBeforeAnythingMoves) {
+  const int me = w().rank();
+  auto uneven = int_arrays(rt(), 1, me == 0 ? 100 : 101, 0);
+  ringpipe::testing::expect_error([&] { mpi::broadcast(w(), 0, uneven); }, make_error_code(errc::invalid_argument),
+                                  {"(broadcast from rank 0) on rank", "rank 0's (400 bytes)", "rank 1: 404 bytes"},
+                                  "arrays of different sizes were broadcast");
+  std::vector<int> small(me == 0 ? 150 : 0);
+  const auto in = int_arrays(rt(), 1, 100, 0);
+  ringpipe::testing::expect_error(
+      [&] { mpi::gather(w(), 0, in, std::span<int>(small)); }, make_error_code(errc::invalid_argument),
+      {"(gather to rank 0)", "the result is 800 bytes; rank 0 has 600 bytes"}, "a gather into too small a span ran");
+  // Nothing was left half done: the next call works on both ranks.
+  auto fine = int_arrays(rt(), 1, 100, me == 0 ? 5 : 0);
+  mpi::broadcast(w(), 0, fine);
+  std::vector<int> got(100);
+  fine.front().read(std::span<int>(got), 10s);
+  EXPECT_EQ(wrong_in(got, 0, 100, 5), 0u);
 }
 
 } // namespace

@@ -1,4 +1,5 @@
-// Collectives over ranks: the ranks' partial results exchanged and combined on the host.
+// Collectives over ranks: the ranks' arrays exchanged through the host, on a communicator of each
+// call's own, after every rank has checked every rank's sizes.
 
 #include "request_wait.hpp"
 
@@ -13,49 +14,166 @@
 
 namespace ringpipe::mpi::detail {
 
+namespace {
+
+// One call over ranks: its communicator, its deadline, and how its errors name it. A request the
+// others never join cannot be cancelled (MPI forbids it for collectives): it completes once they
+// do, into memory left to it.
+class rank_call {
+public:
+  rank_call(world& w, const collective_options& o, std::string what)
+      : w_(w), o_(o),
+        what_(std::move(what) + " on rank " + std::to_string(w.rank()) + " of " + std::to_string(w.size())),
+        deadline_(std::chrono::steady_clock::now() + o.timeout) {}
+  ~rank_call() {
+    if (!comm_) return;
+    std::lock_guard lock(w_.lock());
+    MPI_Comm_free(&*comm_);
+  }
+  rank_call(const rank_call&) = delete;
+  rank_call& operator=(const rank_call&) = delete;
+
+  const std::string& what() const { return what_; }
+  int ranks() const { return w_.size(); }
+  [[noreturn]] void refuse(const std::string& why) const { throw error(errc::invalid_argument, what_ + ": " + why); }
+
+  /// Every rank's `values` (the same number on every rank), rank by rank.
+  std::vector<std::uint64_t> share(const std::vector<std::uint64_t>& values) {
+    auto buffers = std::make_unique<std::vector<std::uint64_t>>(values);
+    buffers->resize(values.size() * static_cast<std::size_t>(w_.size() + 1));
+    const int n = static_cast<int>(values.size());
+    run("size check", buffers, [&](MPI_Comm c, MPI_Request* r) {
+      MPI_Iallgather(buffers->data(), n, MPI_UINT64_T, buffers->data() + n, n, MPI_UINT64_T, c, r);
+    });
+    return {buffers->begin() + n, buffers->end()};
+  }
+
+  /// Starts a nonblocking call on the call's communicator and waits for it; `keep` (what MPI reads
+  /// and writes) is left to MPI if the others do not join in time.
+  template <class Keep, class Start> void run(const char* step, std::unique_ptr<Keep>& keep, Start start) {
+    if (!comm_) {
+      comm_ = own_communicator(w_, deadline_);
+      if (!comm_) throw late("communicator set-up");
+    }
+    MPI_Request r = MPI_REQUEST_NULL;
+    {
+      std::lock_guard lock(w_.lock());
+      start(*comm_, &r);
+    }
+    if (!complete_by(w_, r, deadline_)) {
+      (void)keep.release(); // NOLINT: left to MPI
+      comm_.reset();        // and its communicator
+      throw late(step);
+    }
+  }
+
+private:
+  error late(const char* step) const {
+    return error(errc::timeout, what_ + ": not every rank took part in the " + step + " within " +
+                                    std::to_string(o_.timeout.count()) + " ms");
+  }
+  world& w_;
+  const collective_options& o_;
+  std::string what_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::optional<MPI_Comm> comm_;
+};
+
+void check_int(const rank_call& call, std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    call.refuse(std::to_string(bytes) + " bytes, over MPI's int count");
+}
+
+std::string size_text(std::uint64_t bytes) {
+  if (bytes == sizes_differ) return "arrays of different sizes";
+  if (bytes == no_arrays) return "no array";
+  return std::to_string(bytes) + " bytes";
+}
+
+} // namespace
+
 void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringpipe::detail::element_op& op,
                           const collective_options& o, bool check_only) {
-  const std::string what =
-      o.name + " (" + op.name + ") on rank " + std::to_string(w.rank()) + " of " + std::to_string(w.size());
+  rank_call call(w, o, o.name + " (" + op.name + ")");
   if (!op.on_host)
-    throw error(errc::invalid_argument, what + ": the operation has no host form, which combining across ranks "
-                                               "needs (reduction<T>::custom(name, expression, on_host))");
-  if (partial.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw error(errc::invalid_argument,
-                what + ": " + std::to_string(partial.size()) + " bytes per rank, over MPI's int count");
+    call.refuse("the operation has no host form, which combining across ranks needs (reduction<T>::custom(name, "
+                "expression, on_host))");
+  check_int(call, partial.size());
   if (check_only) return;
-  const auto deadline = std::chrono::steady_clock::now() + o.timeout;
-  const auto late = [&](const char* step) {
-    // The request cannot be cancelled (MPI forbids it for collectives): it completes once the
-    // others join, into memory kept for it.
-    return error(errc::timeout, what + ": not every rank took part in the " + step + " within " +
-                                    std::to_string(o.timeout.count()) + " ms");
-  };
-  auto comm = own_communicator(w, deadline);
-  if (!comm) throw late("communicator set-up");
-  // This rank's partial, then every rank's, in one buffer that outlives a call the others never
-  // join (MPI reads and writes it once they do).
+  // This rank's partial, then every rank's, in one buffer that outlives a call the others never join.
   const int bytes = static_cast<int>(partial.size());
   auto exchanged = std::make_unique<std::vector<std::byte>>(partial.size() * static_cast<std::size_t>(w.size() + 1));
   std::memcpy(exchanged->data(), partial.data(), partial.size());
   std::byte* const all = exchanged->data() + partial.size();
-  MPI_Request r = MPI_REQUEST_NULL;
-  {
-    std::lock_guard lock(w.lock());
-    MPI_Iallgather(exchanged->data(), bytes, MPI_BYTE, all, bytes, MPI_BYTE, *comm, &r);
-  }
-  if (!complete_by(w, r, deadline)) {
-    (void)exchanged.release(); // NOLINT: left to MPI
-    throw late("exchange");
-  }
-  {
-    std::lock_guard lock(w.lock());
-    MPI_Comm_free(&*comm);
-  }
+  call.run("exchange", exchanged, [&](MPI_Comm c, MPI_Request* r) {
+    MPI_Iallgather(exchanged->data(), bytes, MPI_BYTE, all, bytes, MPI_BYTE, c, r);
+  });
   // Rank 0's, then each next rank's: the same order, the same bits, on every rank.
   std::memcpy(partial.data(), all, partial.size());
   for (int k = 1; k < w.size(); ++k)
     op.on_host(partial.data(), all + static_cast<std::size_t>(k) * partial.size(), partial.size() / op.element);
+}
+
+void broadcast_across_ranks(world& w, int root, std::size_t size, std::vector<std::byte>& bytes,
+                            const collective_options& o) {
+  rank_call call(w, o, o.name + " (broadcast from rank " + std::to_string(root) + ")");
+  if (root < 0 || root >= w.size()) call.refuse("no rank " + std::to_string(root));
+  const auto sizes = call.share({size});
+  const auto wanted = sizes[static_cast<std::size_t>(root)];
+  std::string differ;
+  for (std::size_t r = 0; r < sizes.size(); ++r)
+    if (sizes[r] != wanted || sizes[r] >= no_arrays)
+      differ += (differ.empty() ? "" : ", ") + ("rank " + std::to_string(r) + ": " + size_text(sizes[r]));
+  if (!differ.empty())
+    call.refuse("every rank's arrays must have one size, rank " + std::to_string(root) + "'s (" + size_text(wanted) +
+                "); " + differ);
+  check_int(call, size);
+  auto data = std::make_unique<std::vector<std::byte>>(std::move(bytes));
+  data->resize(size);
+  call.run("broadcast", data,
+           [&](MPI_Comm c, MPI_Request* r) { MPI_Ibcast(data->data(), static_cast<int>(size), MPI_BYTE, root, c, r); });
+  bytes = std::move(*data);
+}
+
+void gather_across_ranks(world& w, int root, std::span<const std::byte> mine, std::size_t room,
+                         std::vector<std::byte>& all, const collective_options& o) {
+  rank_call call(w, o,
+                 o.name + (root < 0 ? std::string(" (all-gather)") : " (gather to rank " + std::to_string(root) + ")"));
+  if (root >= w.size()) call.refuse("no rank " + std::to_string(root));
+  const auto shared = call.share({mine.size(), room});
+  const auto ranks = static_cast<std::size_t>(call.ranks());
+  std::uint64_t total = 0;
+  for (std::size_t r = 0; r < ranks; ++r)
+    total += shared[2 * r];
+  check_int(call, total);
+  std::string short_of;
+  for (std::size_t r = 0; r < ranks; ++r)
+    if ((root < 0 || r == static_cast<std::size_t>(root)) && shared[2 * r + 1] != total)
+      short_of +=
+          (short_of.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " has " + size_text(shared[2 * r + 1]));
+  if (!short_of.empty()) call.refuse("the result is " + std::to_string(total) + " bytes; " + short_of);
+  // What MPI reads and writes until the call completes: this rank's bytes, then everyone's, and
+  // where each rank's go.
+  struct buffers {
+    std::vector<std::byte> data;
+    std::vector<int> counts, offsets;
+  };
+  auto b = std::make_unique<buffers>();
+  b->data.assign(mine.begin(), mine.end());
+  b->data.resize(mine.size() + total);
+  for (std::size_t r = 0, at = 0; r < ranks; at += shared[2 * r], ++r) {
+    b->counts.push_back(static_cast<int>(shared[2 * r]));
+    b->offsets.push_back(static_cast<int>(at));
+  }
+  std::byte* const into = b->data.data() + mine.size();
+  const int n = static_cast<int>(mine.size());
+  call.run(root < 0 ? "all-gather" : "gather", b, [&](MPI_Comm c, MPI_Request* r) {
+    if (root < 0)
+      MPI_Iallgatherv(b->data.data(), n, MPI_BYTE, into, b->counts.data(), b->offsets.data(), MPI_BYTE, c, r);
+    else
+      MPI_Igatherv(b->data.data(), n, MPI_BYTE, into, b->counts.data(), b->offsets.data(), MPI_BYTE, root, c, r);
+  });
+  all.assign(into, into + (root < 0 || w.rank() == root ? total : 0));
 }
 
 } // namespace ringpipe::mpi::detail
