@@ -12,9 +12,11 @@
 // Both kernels are this example's own (kernels/producer_consumer.cl, embedded at build time).
 //
 //   producer_consumer [--staged] [--count N] [--objective automatic|latency|throughput] [--duration SECONDS]
+//                     [--dot FILE]
 //     --staged     force a staged link (a host copy) even where a direct one is possible
 //     --objective  what the pipeline is tuned for (default automatic: the planner chooses and says why)
 //     --duration   soak: run pipelines back to back for this long, then report loss and memory
+//     --dot        write the pipeline's graph after the run (Graphviz: dot -Tsvg FILE -o graph.svg)
 
 #include <ringpipe/detail/embedded_sources.hpp>
 #include <ringpipe/ringpipe.hpp>
@@ -62,6 +64,7 @@ struct run_result {
   double seconds = 0;
   pipeline_metrics metrics;
   std::string objective; // the plan's first line: the objective and why
+  std::string dot;       // the graph after the run
 };
 
 long resident_kib() {
@@ -124,6 +127,7 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_obje
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.metrics = p.metrics();
   r.objective = p.plan().substr(0, p.plan().find('\n'));
+  r.dot = p.dot();
   r.messages = summary.count;
   r.ok = summaries == 1 && summary.count == count && summary.errors == 0 && summary.sum == expected_sum(count);
   if (progress && isatty(STDOUT_FILENO)) std::printf("\n");
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
   bool staged = false;
   std::uint32_t count = 10'000'000;
   double duration = 0;
+  const char* dot_file = nullptr;
   auto objective = pipeline_objective::automatic;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--staged"))
@@ -160,17 +165,21 @@ int main(int argc, char** argv) {
       count = static_cast<std::uint32_t>(std::stoul(argv[++i]));
     else if (!std::strcmp(argv[i], "--duration") && i + 1 < argc)
       duration = std::stod(argv[++i]);
+    else if (!std::strcmp(argv[i], "--dot") && i + 1 < argc)
+      dot_file = argv[++i];
     else if (!std::strcmp(argv[i], "--objective") && i + 1 < argc && parse_objective(argv[i + 1], objective))
       ++i;
     else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr,
                    "usage: %s [--staged] [--count N] [--objective automatic|latency|throughput] [--duration SECONDS]\n"
+                   "          [--dot FILE]\n"
                    "  Streams N messages (default 10,000,000) from a producer kernel to a consumer kernel on\n"
                    "  two devices where there are two, checks every one, and prints rates and the plan.\n"
                    "  --staged       the link copied through pinned host memory even where memory is shared\n"
                    "  --objective    what the planner aims for (default automatic: it says what it chose)\n"
                    "  --duration S   a soak: pipelines back to back for S seconds, then loss and memory\n"
+                   "  --dot FILE     the pipeline's graph after the run, for Graphviz (dot -Tsvg FILE)\n"
                    "exit codes: 0 every message arrived, in order; 1 a check or the run failed; 2 bad arguments.\n",
                    argv[0]);
       return help ? 0 : 2;
@@ -215,6 +224,10 @@ int main(int argc, char** argv) {
 
     const auto r = run_once(rt, count, staged, objective, true);
     std::printf("\n%s\n\n%s\n", r.objective.c_str(), r.metrics.table().c_str());
+    if (dot_file != nullptr) {
+      std::ofstream(dot_file) << r.dot;
+      std::printf("graph written to %s (dot -Tsvg %s -o pipeline.svg)\n", dot_file, dot_file);
+    }
     if (!r.ok) return 1;
     std::printf("OK: %llu messages in order with the expected checksum, %.2f M msgs/s over a %s link\n",
                 static_cast<unsigned long long>(r.messages), static_cast<double>(r.messages) / r.seconds / 1e6,

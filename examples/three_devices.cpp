@@ -10,7 +10,8 @@
 // scaffold runs as a ring kernel (return false to drop a message). The runtime picks each link:
 // direct between the PoCL devices (shared SVM), staged to and from rusticl (no SVM). Without
 // three devices, stages share the devices there are. Run with
-//   POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe ./three_devices
+//   POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe ./three_devices [--dot FILE]
+// (--dot: the pipeline's graph after the run, for Graphviz: dot -Tsvg FILE -o graph.svg).
 
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
@@ -18,6 +19,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
 using namespace ringpipe;
 
@@ -46,8 +49,15 @@ float expected(std::uint32_t seq) {                                        // wh
   return clipped * clipped;
 }
 
-int main() {
+int main(int argc, char** argv) {
   constexpr std::uint32_t count = 1'000'000;
+  const bool dot = argc == 3 && !std::strcmp(argv[1], "--dot");
+  if (argc != 1 && !dot) {
+    const bool help = argc == 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"));
+    std::fprintf(help ? stdout : stderr, "usage: %s [--dot FILE]\n  exit codes: 0 every sample right; 1 a failure\n",
+                 argv[0]);
+    return help ? 0 : 2;
+  }
   try {
     runtime rt;
     // Two PoCL devices and rusticl where present; otherwise the devices there are, in turn.
@@ -87,6 +97,7 @@ int main() {
     p.run();
 
     std::printf("\n%s\n%s\n", p.plan().c_str(), p.metrics().table().c_str());
+    if (dot) std::ofstream(argv[2]) << p.dot();
     std::uint32_t should_keep = 0;
     for (std::uint32_t s = 0; s < count; ++s)
       should_keep += expected(s) > 2500.0f ? 1 : 0;

@@ -253,6 +253,10 @@ public:
 
   /// One line per stage and link: where it runs and how it is connected (after start()).
   std::string plan() const;
+  /// The pipeline as a Graphviz graph (`dot -Tsvg`): stages grouped by the host and each device
+  /// (inside a box for this rank when split over ranks), kernels with their mode, links with their
+  /// kind and ring size and, once started, the messages and bytes they carried.
+  std::string dot() const;
   runtime& rt() noexcept;
   const std::string& name() const noexcept;
 
