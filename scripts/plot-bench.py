@@ -1,0 +1,385 @@
+#!/usr/bin/python3
+"""Plots of ringpipe-bench results (ringpipe-bench --json FILE) as PNG files.
+
+  scripts/plot-bench.py [FILE.json ...] [--out DIR]
+
+Without files: every result file in bench/, into docs/images/bench/ (what docs/performance.md
+shows); scripts/plots.sh installs Debian's python3-matplotlib first. One PNG per file and topic
+(FILE-topic.png). A file holds one run ({"results": [...]}) or several ({"runs": {name: ...}}):
+every run is drawn as a point, the line or bar is the median of runs of one name ("base-3" and
+"base-4" are one name), since throughput on a shared machine varies from run to run. ringpipe is
+drawn in solid colours, baselines (hand-written OpenCL, raw MPI, std::barrier, memcpy) in grey or
+dashed, and every axis says its unit.
+"""
+import argparse
+import collections
+import json
+import math
+import pathlib
+import re
+import statistics
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+BASELINE = dict(color="0.45", linestyle="--")
+
+
+def runs_of(doc):
+    """[(run name, [result, ...])] for the shapes ringpipe-bench and the bench/ files use."""
+    if isinstance(doc, list):
+        return [("", doc)]
+    if "results" in doc:
+        return [("", doc["results"])]
+    out = []
+    for name, run in doc.get("runs", {}).items():
+        out.append((name, run.get("results", []) if isinstance(run, dict) else run))
+    return out
+
+
+def family(run):
+    return re.sub(r"[-_ ]?\d+$", "", run)
+
+
+class Results:
+    def __init__(self, doc):
+        self.rows = [(family(run), r) for run, results in runs_of(doc) for r in results]
+        self.families = list(dict.fromkeys(f for f, _ in self.rows))
+
+    def named(self, name):
+        return [(f, r) for f, r in self.rows if r["name"] == name]
+
+    def has(self, *names):
+        return any(r["name"] in names for _, r in self.rows)
+
+    def series(self, name, key, metric, where=None, fam=None):
+        """{key value: [metric of each run]} for results `name` matching `where`."""
+        out = collections.OrderedDict()
+        for f, r in self.named(name):
+            p = r.get("params", {})
+            if (fam is not None and f != fam) or (where and any(p.get(k) != v for k, v in where.items())):
+                continue
+            if metric in r["metrics"]:
+                out.setdefault(p.get(key, ""), []).append(r["metrics"][metric])
+        return out
+
+    def values(self, name, param):
+        return list(dict.fromkeys(r.get("params", {}).get(param, "") for _, r in self.named(name)))
+
+
+def device_name(label):
+    """'#0 Portable Computing Language: pthread-...' -> '#0 PoCL'; 'rusticl: llvmpipe ... #2' -> '#2 rusticl'."""
+    index = re.search(r"#\d+", label)
+    kind = "PoCL" if "Portable Computing" in label or "pthread" in label else re.sub(r"#\d+", "", label).split(":")[0].strip()
+    return (index.group(0) + " " if index else "") + kind[:16]
+
+
+def size_label(b):
+    b = int(float(b))
+    for unit, n in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= n and b % n == 0:
+            return f"{b // n} {unit}"
+    return f"{b} B"
+
+
+def line(ax, data, label, style=None, scale=1.0):
+    """One series: a point per run, a line through the medians; x numeric."""
+    xs = sorted(data, key=float)
+    if not xs:
+        return
+    style = style or {}
+    med = [statistics.median(data[x]) * scale for x in xs]
+    (l,) = ax.plot([float(x) for x in xs], med, marker="o", label=label, **style)
+    for x in xs:
+        if len(data[x]) > 1:
+            ax.scatter([float(x)] * len(data[x]), [v * scale for v in data[x]], s=8, color=l.get_color(), alpha=0.5)
+
+
+def bars(ax, groups, series, title_unit, log=False):
+    """Grouped bars: groups = x labels; series = [(label, [value per group or None], style)]."""
+    width = 0.8 / max(1, len(series))
+    for i, (label, vals, style) in enumerate(series):
+        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        points = [(x, v) for x, v in zip(xs, vals) if v]
+        if not points:
+            continue
+        ax.bar([x for x, _ in points], [statistics.median(v) for _, v in points], width, label=label, **style)
+        for x, v in points:
+            if len(v) > 1:
+                ax.scatter([x] * len(v), v, s=8, color="black", alpha=0.6, zorder=3)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, fontsize=8)
+    ax.set_ylabel(title_unit)
+    if log:
+        ax.set_yscale("log")
+
+
+def sizes_axis(ax, xlabel="message size"):
+    xs = sorted({float(x) for l in ax.get_lines() for x in l.get_xdata()})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([size_label(x) for x in xs], fontsize=8)
+    ax.set_xlabel(xlabel)
+
+
+def finish(fig, ax_list, path, title):
+    for ax in ax_list:
+        handles = ax.get_legend_handles_labels()[0]
+        if len(handles) > 6:  # beside the plot, not over it
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        elif handles:
+            ax.legend(fontsize=7)
+        ax.grid(True, which="major", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    print(path)
+
+
+def plot_host_to_kernel(res, path, title):
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    devices = res.values("host_to_kernel", "device")
+    for fam in res.families:
+        tag = f" [{fam}]" if len(res.families) > 1 else ""
+        for dev in devices:
+            on = f" ({dev})" if len(devices) > 1 else ""
+            for mode in res.values("host_to_kernel", "mode"):
+                w = {"device": dev, "mode": mode}
+                line(a, res.series("host_to_kernel", "msg_bytes", "msgs_per_s", w, fam), f"{mode}{on}{tag}")
+                line(b, res.series("host_to_kernel", "msg_bytes", "rtt_p50_us", w, fam), f"{mode} p50{on}{tag}")
+            base = {"device": dev}
+            line(a, res.series("host_to_kernel.relaunch_baseline", "msg_bytes", "msgs_per_s", base, fam),
+                 f"baseline: a launch per message{on}", BASELINE)
+            line(b, res.series("host_to_kernel.relaunch_baseline", "msg_bytes", "rtt_p50_us", base, fam),
+                 f"baseline: a launch per message, p50{on}", BASELINE)
+    if len(devices) == 1:
+        title += f"\nring kernels on {devices[0]}"
+    line(a, res.series("spsc_baseline", "msg_bytes", "msgs_per_s"), "baseline: host SPSC ring", dict(color="0.7", linestyle=":"))
+    for ax, unit in ((a, "messages per second"), (b, "round trip p50 (µs)")):
+        ax.set_yscale("log")
+        ax.set_ylabel(unit)
+        sizes_axis(ax)
+    a.set_title("host → kernel → host throughput", fontsize=9)
+    b.set_title("one message's round trip", fontsize=9)
+    finish(fig, (a, b), path, title)
+
+
+def plot_links_between_kernels(res, path, title):
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, ax in (("kernel_to_kernel", a), ("cross_device", a)):
+        for link in res.values(name, "link"):
+            for fam in res.families:
+                tag = f" [{fam}]" if len(res.families) > 1 else ""
+                where = "one device" if name == "kernel_to_kernel" else "two devices"
+                line(ax, res.series(name, "msg_bytes", "msgs_per_s", {"link": link}, fam), f"{where}, {link}{tag}")
+    a.set_yscale("log")
+    a.set_ylabel("messages per second")
+    sizes_axis(a)
+    a.set_title("kernel → kernel throughput", fontsize=9)
+    groups, series = [], []
+    for fused in res.values("pipeline_latency", "fused"):
+        groups.append("fused pipeline" if fused in ("1", "true") else "pipeline")
+    groups.append("baseline: Asio post chain")
+    for q, shade in (("p50_us", "C0"), ("p99_us", "C1"), ("p999_us", "C2")):
+        vals = [res.series("pipeline_latency", "fused", q, {"fused": f}).get(f) for f in res.values("pipeline_latency", "fused")]
+        vals.append(sum(res.series("asio_baseline", "msg_bytes", q).values(), []) or None)
+        series.append((q.replace("_us", ""), vals, dict(color=shade)))
+    bars(b, groups, series, "latency (µs)", log=True)
+    b.set_title("one message through a pipeline", fontsize=9)
+    finish(fig, (a, b), path, title)
+
+
+def plot_versus(res, path, title):
+    shapes = res.values("versus", "shape")
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    series = []
+    for i, fam in enumerate(res.families):
+        vals = [res.series("versus", "shape", "ratio", {"shape": s}, fam).get(s) for s in shapes]
+        if any(vals):
+            series.append((fam or "ringpipe", vals, dict(color=f"C{i}")))
+    bars(ax, [s.replace("_", " ") for s in shapes], series, "ringpipe ÷ baseline (× better when > 1)", log=True)
+    ax.axhline(1.0, **BASELINE, label="even with the baseline")
+    ax.axhline(0.9, color="C3", linestyle=":", label="target 0.9× (throughput; round trip: 50×)")
+    ax.tick_params(axis="x", labelrotation=20)
+    finish(fig, (ax,), path, title + "\nbaseline: hand-written CLHPP (batched; for the round trip, a launch per message); "
+           "source/sink shapes against inlet/outlet")
+
+
+def plot_remote(res, path, title):
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    lat = [("ringpipe", "one_way_p50_us", "one_way_p99_us", {}), ("baseline: raw MPI", "mpi_one_way_p50_us",
+                                                                   "mpi_one_way_p99_us", dict(color="0.6"))]
+    groups = ["p50", "p99"]
+    series = [(label, [sum(res.series("remote.latency", "bytes", p50).values(), []) or None,
+                       sum(res.series("remote.latency", "bytes", p99).values(), []) or None], style)
+              for label, p50, p99, style in lat]
+    bars(a, groups, series, "one-way latency of an 8-byte message (µs)", log=True)
+    a.set_title("latency between two ranks", fontsize=9)
+    line(b, res.series("remote.stream", "bytes", "bytes_per_s"), "ringpipe remote link", scale=1e-9)
+    line(b, res.series("remote.stream", "bytes", "mpi_bytes_per_s"), "baseline: raw MPI, one buffer", BASELINE, scale=1e-9)
+    line(b, res.series("remote.stream", "bytes", "mpi_16_buffers_bytes_per_s"), "baseline: raw MPI, 16 buffers",
+         dict(color="0.7", linestyle=":"), scale=1e-9)
+    b.set_yscale("log")
+    b.set_ylabel("GB/s")
+    sizes_axis(b)
+    b.set_title("a stream between two ranks", fontsize=9)
+    finish(fig, (a, b), path, title)
+
+
+def plot_links_matrix(res, path, title):
+    sizes = sorted(res.values("links", "bytes"), key=float)
+    ends = list(dict.fromkeys([r["params"]["from"] for _, r in res.named("links")] +
+                              [r["params"]["to"] for _, r in res.named("links")]))
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 4))
+    axes = axes if len(sizes) > 1 else [axes]
+    for ax, size in zip(axes, sizes):
+        grid = [[math.nan] * len(ends) for _ in ends]
+        memcpy = []
+        for _, r in res.named("links"):
+            p = r["params"]
+            if p["bytes"] == size:
+                grid[ends.index(p["from"])][ends.index(p["to"])] = r["metrics"]["gb_per_s"]
+                memcpy.append(r["metrics"].get("memcpy_gb_per_s", math.nan))
+        im = ax.imshow(grid, cmap="viridis")
+        top = max(v for row in grid for v in row if not math.isnan(v))
+        for i in range(len(ends)):
+            for j in range(len(ends)):
+                if not math.isnan(grid[i][j]):
+                    ax.text(j, i, f"{grid[i][j]:.2g}", ha="center", va="center", fontsize=7,
+                            color="black" if grid[i][j] > 0.6 * top else "white")
+        short = [device_name(e) for e in ends]
+        ax.set_xticks(range(len(ends)))
+        ax.set_xticklabels(short, rotation=30, ha="right", fontsize=7)
+        ax.set_yticks(range(len(ends)))
+        ax.set_yticklabels(short, fontsize=7)
+        ax.set_xlabel("to")
+        ax.set_ylabel("from")
+        ax.set_title(f"{size_label(size)}: GB/s (host memcpy {statistics.median(memcpy):.2g} GB/s)", fontsize=8)
+        fig.colorbar(im, ax=ax, shrink=0.7, label="GB/s")
+    finish(fig, (), path, title)
+
+
+def plot_collectives(res, path, title):
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, pair in enumerate(res.values("collectives.all_reduce_latency", "pair")):
+        w = {"pair": pair}
+        line(a, res.series("collectives.all_reduce_latency", "bytes", "p50_us", w), f"all-reduce p50, {pair}",
+             dict(color=f"C{i}"))
+        line(a, res.series("collectives.all_reduce_latency", "bytes", "host_gather_p50_us", w),
+             f"baseline: gather to the host and back, {pair}", dict(color=f"C{i}", linestyle="--", alpha=0.5))
+    for i, pair in enumerate(res.values("collectives.all_reduce_bandwidth", "pair")):
+        w = {"pair": pair}
+        line(b, res.series("collectives.all_reduce_bandwidth", "bytes", "busbw_gb_per_s", w), f"bus bandwidth, {pair}",
+             dict(color=f"C{i}"))
+        line(b, res.series("collectives.all_reduce_bandwidth", "bytes", "memcpy_gb_per_s", w),
+             f"baseline: host memcpy, {pair}", dict(color=f"C{i}", linestyle="--", alpha=0.5))
+    a.set_ylabel("latency p50 (µs)")
+    b.set_ylabel("GB/s")
+    for ax in (a, b):
+        ax.set_yscale("log")
+        sizes_axis(ax, "array size")
+    a.set_title("all-reduce latency", fontsize=9)
+    b.set_title("all-reduce bandwidth", fontsize=9)
+    finish(fig, (a, b), path, title)
+
+
+def plot_barrier(res, path, title):
+    keys = list(dict.fromkeys((r["params"].get("kind", ""), r["params"].get("participants", ""),
+                               r["params"].get("device", "")) for _, r in res.named("barrier")))
+    groups = [f"{k} ×{n}" + (f"\n{d[:14]}" if d else "") for k, n, d in keys]
+
+    def col(metric):
+        out = []
+        for k, n, d in keys:
+            v = [r["metrics"][metric] for _, r in res.named("barrier")
+                 if (r["params"].get("kind", ""), r["params"].get("participants", ""), r["params"].get("device", "")) ==
+                 (k, n, d) and metric in r["metrics"]]
+            out.append(v or None)
+        return out
+    fig, ax = plt.subplots(figsize=(11, 4))
+    bars(ax, groups, [("ringpipe p50", col("p50_us"), dict(color="C0")), ("ringpipe p99", col("p99_us"), dict(color="C1")),
+                      ("ringpipe mean (kernels: no clock on the device)", col("mean_us"), dict(color="C2")),
+                      ("baseline: std::barrier p50", col("std_barrier_p50_us"), dict(color="0.55")),
+                      ("baseline: a spinning barrier p50", col("spin_barrier_p50_us"), dict(color="0.8")),
+                      ("baseline: a clFinish round trip", col("clfinish_mean_us"), dict(color="0.3"))],
+         "time per phase (µs)", log=True)
+    finish(fig, (ax,), path, title + "\nkind × participants")
+
+
+def plot_scaling(res, path, title):
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    devs = res.values("scaling.parallel_for", "devices")
+    bars(a, devs, [("items per second", [res.series("scaling.parallel_for", "devices", "items_per_s").get(d) for d in devs],
+                    dict(color="C0")),
+                   ("baseline: the sum of each device alone",
+                    [res.series("scaling.parallel_for", "devices", "sum_alone_items_per_s").get(d) for d in devs],
+                    dict(color="0.6"))], "items per second")
+    a.set_xlabel("devices")
+    a.set_title("parallel_for over devices (efficiency: " + ", ".join(
+        f"{statistics.median(v):.2f}" for v in res.series("scaling.parallel_for", "devices", "efficiency").values()) + ")",
+        fontsize=9)
+    farm = res.named("work_stealing.farm")
+    if farm:
+        m = farm[0][1]["metrics"]
+        b.bar(["static dealing", "stealing", "baseline: ideal (work / devices)"],
+              [m["static_s"], m["stealing_s"], m["ideal_s"]], color=["C0", "C0", "0.6"])
+        b.set_ylabel("seconds (less is better)")
+        b.set_title("a farm of two replicas, uneven items", fontsize=9)
+    finish(fig, (a, b), path, title)
+
+
+def plot_staging(res, path, title):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for lanes in res.values("host_to_kernel", "staging_lanes"):
+        for mode in res.values("host_to_kernel", "mode"):
+            line(ax, res.series("host_to_kernel", "msg_bytes", "msgs_per_s", {"staging_lanes": lanes, "mode": mode}),
+                 f"{mode}, {lanes} staging lane(s)")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("messages per second")
+    ax.set_title("host → kernel → host on a device without shared memory", fontsize=9)
+    sizes_axis(ax)
+    finish(fig, (ax,), path, title)
+
+
+TOPICS = [  # (file suffix, needs any of these results, plot)
+    ("throughput", ("host_to_kernel",), lambda r: r.has("host_to_kernel") and not r.values("host_to_kernel", "staging_lanes")[0],
+     plot_host_to_kernel),
+    ("staging", ("host_to_kernel",), lambda r: bool(r.values("host_to_kernel", "staging_lanes")[0]), plot_staging),
+    ("kernel-links", ("kernel_to_kernel", "cross_device", "pipeline_latency"), None, plot_links_between_kernels),
+    ("versus", ("versus",), None, plot_versus),
+    ("remote", ("remote.latency", "remote.stream"), None, plot_remote),
+    ("links", ("links",), None, plot_links_matrix),
+    ("collectives", ("collectives.all_reduce_latency",), None, plot_collectives),
+    ("barrier", ("barrier",), None, plot_barrier),
+    ("scaling", ("scaling.parallel_for",), None, plot_scaling),
+]
+
+
+def main():
+    root = pathlib.Path(__file__).resolve().parent.parent
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="*", type=pathlib.Path)
+    ap.add_argument("--out", type=pathlib.Path)
+    args = ap.parse_args()
+    files = args.files or sorted((root / "bench").glob("*.json"))
+    out = args.out or (root / "docs" / "images" / "bench" if not args.files else pathlib.Path("."))
+    out.mkdir(parents=True, exist_ok=True)
+    made = 0
+    for f in files:
+        doc = json.loads(f.read_text())
+        res = Results(doc)
+        machine = doc.get("machine", "") if isinstance(doc, dict) else ""
+        for suffix, names, when, plot in TOPICS:
+            if res.has(*names) and (when is None or when(res)):
+                plot(res, out / f"{f.stem}-{suffix}.png", f"{f.name}" + (f" ({machine})" if machine else ""))
+                made += 1
+    if made == 0:
+        sys.exit("plot-bench: nothing to plot in " + ", ".join(str(f) for f in files))
+
+
+if __name__ == "__main__":
+    main()
