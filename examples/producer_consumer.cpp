@@ -23,12 +23,10 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <thread>
 
 using namespace ringpipe;
 
@@ -79,6 +77,18 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_obje
   pipeline_options options;
   options.name = "producer_consumer";
   options.objective = objective;
+  // The live progress line: messages the consumer has taken, and the rate (a line a second when
+  // the output is not a terminal).
+  const bool tty = isatty(STDOUT_FILENO) != 0;
+  if (progress) {
+    options.metrics_every = std::chrono::milliseconds(tty ? 200 : 1000);
+    options.on_metrics = [tty, count](const pipeline_metrics& m) {
+      const double n = static_cast<double>(m.links[0].messages);
+      std::printf("%s  %10.0f / %u messages  %8.2f M msgs/s  link %s%s", tty ? "\r" : "", n, count,
+                  n / m.elapsed_s / 1e6, std::string(to_string(m.links[0].kind)).c_str(), tty ? "" : "\n");
+      std::fflush(stdout);
+    };
+  }
   pipeline p(rt, options);
 
   kernel_spec producer_spec(kernel_source(), "produce");
@@ -99,38 +109,15 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_obje
   p.connect(consumer.out(), sink.in());
 
   const auto t0 = std::chrono::steady_clock::now();
-  p.start();
-  // The live one-line progress display: messages the consumer has taken, and the rate.
-  std::atomic<bool> done{false};
-  std::thread display([&] {
-    const bool tty = isatty(STDOUT_FILENO) != 0;
-    for (int tick = 0; progress && !done; ++tick) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      if (done || (!tty && tick % 5 != 4)) continue;
-      const auto m = p.metrics();
-      const double n = static_cast<double>(m.links[0].messages);
-      std::printf("%s  %10.0f / %u messages  %8.2f M msgs/s  link %s%s", tty ? "\r" : "", n, count,
-                  n / m.elapsed_s / 1e6, std::string(to_string(m.links[0].kind)).c_str(), tty ? "" : "\n");
-      std::fflush(stdout);
-    }
-  });
+  p.run();
   run_result r;
-  try {
-    p.wait();
-  } catch (...) {
-    done = true;
-    display.join();
-    throw;
-  }
-  done = true;
-  display.join();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.metrics = p.metrics();
   r.objective = p.plan().substr(0, p.plan().find('\n'));
   r.dot = p.dot();
   r.messages = summary.count;
   r.ok = summaries == 1 && summary.count == count && summary.errors == 0 && summary.sum == expected_sum(count);
-  if (progress && isatty(STDOUT_FILENO)) std::printf("\n");
+  if (progress && tty) std::printf("\n");
   if (!r.ok) {
     std::printf("FAIL: %d summaries; consumer saw %llu of %u messages, %u out of order or corrupt (first at seq "
                 "%u), checksum %llu, expected %llu\n",

@@ -105,6 +105,12 @@ struct pipeline_options {
   std::chrono::milliseconds give_up_after{500};
   /// Places kernel stages that name no device; null: freest_device.
   std::shared_ptr<const placement_policy> placement = nullptr;
+  /// Called with a snapshot every `metrics_every` from start() on, on a runtime thread (keep it
+  /// short; it must not wait for the pipeline), and once more with the final one when wait()
+  /// returns or throws the pipeline's failure, or stop() is called. One that throws is not called
+  /// again (said through runtime_options::notice). Progress lines, dashboards, logs.
+  std::function<void(const pipeline_metrics&)> on_metrics = nullptr;
+  std::chrono::milliseconds metrics_every{1000};
 };
 
 /// A message type as the pipeline checks it at run time (connections by name).

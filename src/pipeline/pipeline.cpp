@@ -144,22 +144,41 @@ pipeline_plan pipeline::dry_run() const {
 void pipeline::start() {
   auto& p = *impl_;
   if (p.run) throw error(errc::invalid_pipeline, "pipeline '" + p.options.name + "' was already started");
+  if (p.options.on_metrics && p.options.metrics_every <= std::chrono::milliseconds(0))
+    throw error(errc::invalid_argument, "pipeline '" + p.options.name + "': metrics_every is " +
+                                            std::to_string(p.options.metrics_every.count()) +
+                                            " ms; the metrics callback needs a positive interval");
   if (p.ranks != 0) p.part = std::make_unique<detail::rank_part>(detail::project(p.g, p.rank, p.ranks, p.rank_weights));
   const auto& g = p.graph_run();
   auto planned = detail::make_plan(g, p.rt.devices(), p.options, p.host());
   auto run = std::make_unique<detail::runner>(p.rt, g, std::move(planned), p.options);
   run->start();
   p.run = std::move(run);
+  if (p.options.on_metrics)
+    p.watch = std::make_unique<detail::metrics_watch>(
+        p.rt, p.options.name, p.options.metrics_every, [&p] { return p.run->metrics(); }, p.options.on_metrics);
 }
 
 std::exception_ptr pipeline::failure() const { return impl_->run ? impl_->run->failure() : nullptr; }
 
 void pipeline::wait(std::chrono::nanoseconds timeout) {
   if (!impl_->run) throw error(errc::invalid_pipeline, "pipeline '" + impl_->options.name + "' was never started");
-  impl_->run->wait(timeout);
+  try {
+    impl_->run->wait(timeout);
+  } catch (const error& e) {
+    // Still running after a timeout: the callbacks go on.
+    if (e.code() != make_error_code(errc::timeout) && impl_->watch) impl_->watch->finish();
+    throw;
+  }
+  if (impl_->watch) impl_->watch->finish();
 }
 
-stop_report pipeline::stop() noexcept { return impl_->run ? impl_->run->stop() : stop_report{}; }
+stop_report pipeline::stop() noexcept {
+  if (!impl_->run) return {};
+  auto report = impl_->run->stop();
+  if (impl_->watch) impl_->watch->finish();
+  return report;
+}
 
 std::shared_ptr<ring_buffer> pipeline::port_ring(const std::string& name, const message_type& type, bool inlet) {
   const auto& g = impl_->graph_run();

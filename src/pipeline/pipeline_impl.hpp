@@ -1,6 +1,7 @@
 #pragma once
 // What a pipeline handle holds: its declaration and, once started, its runner.
 
+#include "metrics_watch.hpp"
 #include "planner.hpp"
 #include "ranks.hpp"
 #include "runner.hpp"
@@ -14,10 +15,11 @@ struct pipeline_impl {
   runtime& rt;
   pipeline_options options;
   graph g;
-  int rank = 0, ranks = 0;          // set_ranks(); 0 ranks: the whole pipeline runs here
-  std::vector<double> rank_weights; // set_ranks(): per rank, for stages on any_rank
-  std::unique_ptr<rank_part> part;  // this rank's part, from start() on (when split over ranks)
-  std::unique_ptr<runner> run;      // after start()
+  int rank = 0, ranks = 0;              // set_ranks(); 0 ranks: the whole pipeline runs here
+  std::vector<double> rank_weights;     // set_ranks(): per rank, for stages on any_rank
+  std::unique_ptr<rank_part> part;      // this rank's part, from start() on (when split over ranks)
+  std::unique_ptr<runner> run;          // after start()
+  std::unique_ptr<metrics_watch> watch; // after start(), with on_metrics; destroyed before `run`
   host_capacity host() const { return {rt.host_cores(), rt.threads()}; }
   /// The graph start() runs: this rank's part, or the whole.
   const graph& graph_run() const { return part ? part->local : g; }

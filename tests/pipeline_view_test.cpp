@@ -1,0 +1,146 @@
+// What users look at: the pipeline's Graphviz graph (every stage and link named, grouped by where
+// it runs, link kinds and, after a run, what each link carried; Graphviz itself must accept it)
+// and the periodic metrics callback.
+#include <ringpipe/pipeline.hpp>
+#include <ringpipe/runtime.hpp>
+#include <test_message.hpp>
+
+#include "pipeline_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using namespace ringpipe;
+using ringpipe::testing::checker;
+using ringpipe::testing::counting_source;
+using ringpipe::testing::host_step;
+using ringpipe::testing::PipelineTest;
+using ringpipe::testing::test_kernel;
+
+namespace {
+
+using msg = test_message<16>;
+
+// Renders `text` with Graphviz; the exit code of dot.
+int render(const std::string& text, const std::string& name) {
+  const std::string in = ::testing::TempDir() + name + ".dot", out = ::testing::TempDir() + name + ".svg";
+  std::ofstream(in) << text;
+  const std::string command = std::string(RINGPIPE_DOT_PROGRAM) + " -Tsvg " + in + " -o " + out + " 2>&1";
+  return std::system(command.c_str());
+}
+
+TEST_F(PipelineTest, DotNamesEveryStageAndLinkAndGraphvizDrawsIt) {
+  ASSERT_NE(std::string(RINGPIPE_DOT_PROGRAM), "") << "Graphviz's dot was not found at configure time: "
+                                                      "scripts/install-deps.sh installs it (graphviz)";
+  const std::uint32_t n = 5000;
+  pipeline p(rt(), {"drawn \"graph\""}); // a quote in the name: escaped
+  auto src = p.add_source<msg>("source", counting_source(n));
+  auto k = p.add_kernel<msg, msg>("map", test_kernel("test_map"), on_device(0));
+  auto h = p.add_host<msg, msg>("step", host_step);
+  checker check;
+  check.hops = 2;
+  auto sink = p.add_sink<msg>("check", [&](const msg& m) { check(m); });
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), h.in(), {link_kind::staged});
+  p.connect(h.out(), sink.in());
+  const auto before = p.dot();
+  const std::string device = rt().device_at(0).label();
+  for (const char* s : {"\"source\" [", "\"map\" [", "\"step\" [", "\"check\" [", "\"source\" -> \"map\"",
+                        "\"map\" -> \"step\"", "\"step\" -> \"check\"", "digraph \"drawn \\\"graph\\\"\"",
+                        "label=\"host\"", device.c_str(), "staged (forced)", "shape=box3d"})
+    EXPECT_NE(before.find(s), std::string::npos) << "missing " << s << " in\n" << before;
+  EXPECT_EQ(before.find(" msgs"), std::string::npos) << "counts before the pipeline ran:\n" << before;
+  EXPECT_EQ(render(before, "before"), 0) << before;
+  p.run();
+  EXPECT_EQ(check.expected, n);
+  const auto after = p.dot();
+  EXPECT_NE(after.find("5 k msgs, 80 kB"), std::string::npos) << after;
+  EXPECT_NE(after.find("5 k in, 5 k out"), std::string::npos) << after;
+  EXPECT_EQ(render(after, "after"), 0) << after;
+  pipeline one_rank(rt(), {"ranked"}); // split over ranks: this rank's part in a box of its own
+  auto a = one_rank.add_source<msg>("a", counting_source(1));
+  auto b = one_rank.add_sink<msg>("b", [](const msg&) {});
+  one_rank.connect(a.out(), b.in());
+  one_rank.set_ranks(0, 1);
+  const auto ranked = one_rank.dot();
+  EXPECT_NE(ranked.find("rank 0 of 1"), std::string::npos) << ranked;
+  EXPECT_NE(ranked.find("subgraph cluster_rank"), std::string::npos) << ranked;
+  EXPECT_EQ(render(ranked, "ranked"), 0) << ranked;
+}
+
+TEST_F(PipelineTest, MetricsCallbackReportsWhileRunningAndOnceAtTheEnd) {
+  const std::uint32_t n = 200;
+  std::mutex mutex;
+  std::vector<std::uint64_t> seen; // the sink's count at each call
+  pipeline_options options{.name = "watched"};
+  options.metrics_every = std::chrono::milliseconds(10);
+  options.on_metrics = [&](const pipeline_metrics& m) {
+    std::lock_guard lock(mutex);
+    seen.push_back(m.stage("sink")->msgs_in);
+  };
+  pipeline p(rt(), options);
+  auto src = p.add_source<msg>("source", counting_source(n));
+  auto sink = p.add_sink<msg>("sink", [](const msg&) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+  p.connect(src.out(), sink.in());
+  p.run();
+  std::size_t calls = 0;
+  {
+    std::lock_guard lock(mutex);
+    calls = seen.size();
+    ASSERT_GE(calls, 5u) << "a 200 ms run with a call every 10 ms";
+    EXPECT_LT(seen.front(), n) << "the first call came while the pipeline ran";
+    EXPECT_EQ(seen.back(), n) << "the last call has the final counts";
+    EXPECT_TRUE(std::is_sorted(seen.begin(), seen.end()));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(seen.size(), calls) << "called after wait() returned";
+}
+
+TEST_F(PipelineTest, AMetricsCallbackThatThrowsIsSaidOnceAndNotCalledAgain) {
+  std::vector<std::string> notices;
+  std::mutex mutex;
+  runtime_options ro;
+  ro.notice = [&](std::string_view text) {
+    std::lock_guard lock(mutex);
+    notices.emplace_back(text);
+  };
+  runtime own(topology::discover(), ro);
+  std::atomic<int> calls{0};
+  pipeline_options options{.name = "throwing"};
+  options.metrics_every = std::chrono::milliseconds(5);
+  options.on_metrics = [&](const pipeline_metrics&) {
+    ++calls;
+    throw std::runtime_error("dashboard gone");
+  };
+  pipeline p(own, options);
+  auto src = p.add_source<msg>("source", counting_source(100));
+  auto sink = p.add_sink<msg>("sink", [](const msg&) { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+  p.connect(src.out(), sink.in());
+  p.run();
+  EXPECT_EQ(calls.load(), 1);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NE(notices[0].find("pipeline 'throwing': its metrics callback threw, and is not called again: dashboard gone"),
+            std::string::npos)
+      << notices[0];
+  pipeline_options zero{.name = "zero"};
+  zero.on_metrics = [](const pipeline_metrics&) {};
+  zero.metrics_every = std::chrono::milliseconds(0);
+  pipeline q(own, zero);
+  auto a = q.add_source<msg>("a", counting_source(1));
+  auto b = q.add_sink<msg>("b", [](const msg&) {});
+  q.connect(a.out(), b.in());
+  ringpipe::testing::expect_error([&] { q.start(); }, make_error_code(errc::invalid_argument),
+                                  {"pipeline 'zero': metrics_every is 0 ms"}, "a zero interval was accepted");
+}
+
+} // namespace
