@@ -15,6 +15,7 @@
 // each edge cell into the other kernel's ring as its next halo. The result is checked against the
 // same stencil run serially. Run with POCL_DEVICES="pthread pthread" ./barrier_phases
 
+#include "example_help.hpp"
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/runtime.hpp>
@@ -88,7 +89,8 @@ std::vector<float> serial() {
   return now;
 }
 
-int main() try {
+int main(int argc, char** argv) try {
+  if (int c = examples::help_or_refuse(argc, argv, "Heat stencil on two devices in barrier phases."); c >= 0) return c;
   runtime rt;
   std::vector<const device*> shared; // kernels that wait on the device need shared memory
   for (const auto& d : rt.devices().devices())
@@ -134,9 +136,8 @@ int main() try {
       worst = std::max(worst, static_cast<double>(std::fabs(c.value - expected[at])));
     }
   }
-  std::printf("%s", phases.stats().table().c_str());
-  std::printf("rod of %zu cells, %u iterations on %s and %s\n", cells, iterations, left_dev.label().c_str(),
-              right_dev.label().c_str());
+  std::printf("%srod of %zu cells, %u iterations on %s and %s\n", phases.stats().table().c_str(), cells, iterations,
+              left_dev.label().c_str(), right_dev.label().c_str());
   if (worst > 1e-6) {
     std::printf("FAILED: the devices' rod differs from the serial one by %g\n", worst);
     return 1;

@@ -8,6 +8,7 @@
 //   mpirun -n 3 ./distributed_pipeline           (one machine; add --oversubscribe on fewer cores)
 //   mpirun -n 3 --hostfile hosts ./distributed_pipeline    (several machines, see the README)
 
+#include "example_help.hpp"
 #include <ringpipe/mpi/distributed_pipeline.hpp>
 #include <ringpipe/ringpipe.hpp>
 
@@ -34,6 +35,8 @@ RINGPIPE_MAP_KERNEL(offset_stage, sample, sample, offset)
 constexpr std::uint32_t count = 1000000;
 
 int main(int argc, char** argv) {
+  if (int c = examples::help_or_refuse(argc, argv, "One stream through three MPI ranks (mpirun -n 3)."); c >= 0)
+    return c;
   try {
     mpi::world w(argc, argv);
     if (w.size() != 3) {

@@ -10,6 +10,7 @@
 // (a sub-range of each array). The result is checked against a histogram counted on the host.
 // Run with POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe ./multi_device_reduce
 
+#include "example_help.hpp"
 #include <ringpipe/collective.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/ring.hpp>
@@ -37,7 +38,8 @@ RINGPIPE_MAP_KERNEL_WITH_ARGS(count_jobs, count_job, count_job, __global uint*, 
 
 constexpr std::uint32_t samples = 1u << 18, bins = 1000, job = 1024, jobs = samples / job;
 
-int main() {
+int main(int argc, char** argv) {
+  if (int c = examples::help_or_refuse(argc, argv, "Histograms per device, all-reduced, checked."); c >= 0) return c;
   try {
     runtime rt;
     std::vector<device_array<std::uint32_t>> data, partial;

@@ -9,6 +9,7 @@
 // counts each copy per pair and path. Every copy is checked byte for byte.
 // Run with POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe ./peer_copy
 
+#include "example_help.hpp"
 #include <ringpipe/array.hpp>
 
 #include <algorithm>
@@ -26,7 +27,8 @@ double gb_per_s(std::size_t bytes, std::chrono::steady_clock::duration d) {
   return static_cast<double>(bytes) / std::chrono::duration<double>(d).count() / 1e9;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  if (int c = examples::help_or_refuse(argc, argv, "Direct and staged copies between devices."); c >= 0) return c;
   try {
     runtime rt;
     if (rt.devices().size() < 2)

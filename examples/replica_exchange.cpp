@@ -8,9 +8,9 @@
 //
 //   block k:   [sweeps x100 | replicas 0,2,4.. on device 0, 1,3,5.. on device 1]  (parallel_for)
 //                  -> energies -> host: swap neighbouring temperatures (even/odd) -> block k+1
-//
 // Run with POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe ./replica_exchange
 
+#include "example_help.hpp"
 #include <ringpipe/parallel_for.hpp>
 
 #include <array>
@@ -118,14 +118,14 @@ run_result run(runtime& rt, std::vector<std::size_t> devices) {
   return r;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  if (int c = examples::help_or_refuse(argc, argv, "Parallel tempering of an Ising model."); c >= 0) return c;
   try {
     runtime rt;
     std::vector<std::size_t> all;
     for (std::size_t d = 0; d < rt.devices().size(); ++d)
       all.push_back(d);
-    const auto one = run(rt, {0});
-    const auto every = run(rt, all);
+    const auto one = run(rt, {0}), every = run(rt, all);
     std::printf("%d replicas of %dx%d, %d blocks of %d sweeps, on 1 and on %zu device(s)\n", replicas, side, side,
                 blocks, sweeps, all.size());
     for (int t = 0; t + 1 < replicas; ++t)

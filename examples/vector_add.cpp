@@ -12,6 +12,7 @@
 // shares memory with the host); the host reads back c for the jobs each device reports done.
 // Run with POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe ./vector_add
 
+#include "example_help.hpp"
 #include <ringpipe/array.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/ring.hpp>
@@ -84,7 +85,8 @@ std::vector<float> run(runtime& rt, const std::vector<const device*>& on, const 
   return c;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  if (int c = examples::help_or_refuse(argc, argv, "c = a + b over every device, blocks and cyclic."); c >= 0) return c;
   try {
     runtime rt;
     std::vector<const device*> all;

@@ -10,6 +10,7 @@
 // Run with POCL_DEVICES="pthread pthread" ./work_stealing; add RUSTICL_ENABLE=llvmpipe for a third
 // replica on rusticl (a heavy job stays under llvmpipe's 65535 loop iterations per launch).
 
+#include "example_help.hpp"
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
 
@@ -80,7 +81,8 @@ outcome run(runtime& rt, bool steal) {
   return {seconds, wrong, steals, stolen};
 }
 
-int main() {
+int main(int argc, char** argv) {
+  if (int c = examples::help_or_refuse(argc, argv, "A farm of uneven jobs: dealt, then stolen."); c >= 0) return c;
   try {
     runtime rt;
     std::printf("%u jobs, one in ten %ux the cost, on %zu device(s)\n", jobs, heavy / light, rt.devices().size());
