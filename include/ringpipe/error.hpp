@@ -70,7 +70,10 @@ template <class F> decltype(auto) cl_call(const char* where, F&& f);
 
 } // namespace ringpipe
 
+// The standard library's trait, left out of the API reference.
+/// \cond
 template <> struct std::is_error_code_enum<ringpipe::errc> : std::true_type {};
+/// \endcond
 
 #include <ringpipe/opencl.hpp>
 

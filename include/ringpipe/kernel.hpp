@@ -67,7 +67,7 @@ struct kernel_arg {
   }
 };
 
-/// Which kernel to run: OpenCL C source (it may #include the embedded cl/ files and the user's
+/// Which kernel to run: OpenCL C source (it may `#include` the embedded cl/ files and the user's
 /// own) and the name of a kernel declared with RINGPIPE_MAP_KERNEL, RINGPIPE_MAP_KERNEL_WITH_ARGS,
 /// RINGPIPE_STATEFUL_KERNEL or RINGPIPE_DECLARE_SIZES.
 struct kernel_spec {

@@ -32,7 +32,7 @@ namespace ringpipe {
 
 /// An OpenCL C program and the kernel in it that parallel_for runs.
 struct kernel_source {
-  std::string source;             ///< OpenCL C; #include of ringpipe's cl/ files and of include_dirs work
+  std::string source;             ///< OpenCL C; `#include` of ringpipe's cl/ files and of include_dirs work
   std::string kernel;             ///< the __kernel function's name
   std::string build_options = {}; ///< added to ringpipe's (e.g. "-DSCALE=2")
   std::string file = {};          ///< what build errors call the source (the user's file name)

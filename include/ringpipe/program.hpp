@@ -24,7 +24,7 @@ std::optional<std::string_view> embedded_source(std::string_view path);
 /// directory (files read from disk), then in `include_dirs`, then among the embedded files;
 /// `<path>` among the embedded files, then in `include_dirs`. Throws errc::invalid_argument,
 /// naming the file and line and where it looked, for an include it cannot find.
-/// `source_name` is what diagnostics call the source (the user's file name): #line directives
+/// `source_name` is what diagnostics call the source (the user's file name): `#line` directives
 /// make every build error point at the file and line it comes from.
 std::string resolve_includes(std::string_view source, std::string_view source_name = "kernel source",
                              const std::vector<std::string>& include_dirs = {});
