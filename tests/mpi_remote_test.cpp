@@ -17,6 +17,8 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 using namespace ringpipe;
@@ -199,6 +201,16 @@ TEST_F(RemoteLink, OnePipelineDeclaredOnEveryRankRunsItsPartsOnTheirRanks) {
     EXPECT_EQ(st.messages, count);
   const auto plan = d.plan();
   EXPECT_NE(plan.find("remote link 8192: source (rank 0) -> map (rank 1)"), std::string::npos) << plan;
+  // One graph of both ranks, the same on each: every stage once, in its rank's box, and a bold
+  // edge per remote link from one rank's port to the other's.
+  const auto graph = d.dot();
+  for (const char* want :
+       {"over 2 ranks", "\"r0/source\" [", "\"r1/map\" [", "\"r1/step\" [", "\"r0/check\" [", "cluster_r0_rank",
+        "cluster_r1_rank",
+        "\"r0/source->map@rank1\" -> \"r1/source@rank0->map\" [label=\"remote link 8192\\n200000 msgs\"",
+        "\"r1/step->check@rank0\" -> \"r0/step@rank1->check\" [label=\"remote link 8193\\n200000 msgs\""})
+    EXPECT_NE(graph.find(want), std::string::npos) << "missing " << want << " in\n" << graph;
+  if (const char* out = std::getenv("RINGPIPE_DOT_OUT"); out != nullptr && sender()) std::ofstream(out) << graph;
   if (sender()) {
     EXPECT_EQ(s.check.expected, count) << s.check.first_error;
     EXPECT_EQ(s.check.errors, 0u) << s.check.first_error;

@@ -263,6 +263,11 @@ public:
   /// (inside a box for this rank when split over ranks), kernels with their mode, links with their
   /// kind and ring size and, once started, the messages and bytes they carried.
   std::string dot() const;
+  /// dot()'s clusters and edges alone, every node id prefixed with `prefix` (distinct per part):
+  /// distributed_pipeline::dot() joins the ranks' parts into one graph.
+  std::string dot_part(const std::string& prefix) const;
+  /// dot()'s opening: `digraph "graph" {` with `title` (and the legend of link styles) as label.
+  static std::string dot_header(const std::string& graph, std::string title);
   runtime& rt() noexcept;
   const std::string& name() const noexcept;
 

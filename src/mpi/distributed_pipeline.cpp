@@ -4,6 +4,7 @@
 
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/distributed_pipeline.hpp>
+#include <ringpipe/mpi/rank_collectives.hpp>
 #include <ringpipe/runtime.hpp>
 
 #include <algorithm>
@@ -147,6 +148,34 @@ void distributed_pipeline::exchange_counts(distributed_stop_report& report,
   counts[me + 1] = report.here.lost;
   if (!detail::all_reduce_by(world_, counts, MPI_SUM, deadline)) return late();
   detail::settle_counts(counts, c, ranks, report);
+}
+
+std::string distributed_pipeline::dot(std::chrono::nanoseconds timeout) {
+  const auto id = [](int rank, const std::string& node) { // a node id as dot_part writes it, quoted
+    std::string q = "\"r" + std::to_string(rank) + "/";
+    for (const char c : node)
+      q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return q + "\"";
+  };
+  std::string part = pipeline_.dot_part("r" + std::to_string(world_.rank()) + "/");
+  const auto stats = link_stats();
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    const auto& l = links_[i];
+    if (!l.sending) continue; // each link drawn once, by its sender
+    const std::string receiving_port = l.from + "@rank" + std::to_string(l.from_rank) + "->" + l.to;
+    part += "  " + id(l.from_rank, l.port) + " -> " + id(l.to_rank, receiving_port) + " [label=\"remote link " +
+            std::to_string(options_.first_link + static_cast<int>(l.index)) + "\\n" +
+            std::to_string(stats[i].messages) + " msgs\", style=bold, color=\"#7b1fa2\"];\n";
+  }
+  collective_options o;
+  o.name = "pipeline '" + pipeline_.name() + "' graph";
+  o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  std::vector<std::byte> all;
+  detail::gather_across_ranks(world_, -1, std::as_bytes(std::span<const char>(part.data(), part.size())),
+                              detail::any_size, all, o);
+  return pipeline::dot_header(pipeline_.name(),
+                              "pipeline '" + pipeline_.name() + "' over " + std::to_string(world_.size()) + " ranks") +
+         std::string(reinterpret_cast<const char*>(all.data()), all.size()) + "}\n";
 }
 
 std::vector<remote_stats> distributed_pipeline::link_stats() const {

@@ -6,6 +6,7 @@
 
 #include <ringpipe/runtime.hpp>
 
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -57,37 +58,49 @@ std::string stage_of(const std::string& port) { return port.substr(0, port.rfind
 } // namespace
 
 std::string pipeline::dot() const {
+  std::string title = "pipeline '" + name() + "'";
+  if (impl_->ranks != 0) title += ", rank " + std::to_string(impl_->rank) + " of " + std::to_string(impl_->ranks);
+  if (const auto objective = dry_run().objective; !objective.empty() && impl_->ranks == 0)
+    title += ", objective " + objective; // ranks: in the rank's box
+  return dot_header(name(), title) + dot_part("") + "}\n";
+}
+
+std::string pipeline::dot_header(const std::string& graph, std::string title) {
+  title += "\nlinks: solid direct (shared memory), dashed staged (copied through host memory), dotted fused";
+  return "digraph " + quoted(graph) + " {\n  rankdir=LR; labelloc=t; fontname=\"Helvetica\"; label=" + quoted(title) +
+         ";\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=11];\n"
+         "  edge [fontname=\"Helvetica\", fontsize=9];\n";
+}
+
+std::string pipeline::dot_part(const std::string& prefix) const {
   const auto plan = dry_run();
   const auto running = metrics();
   const bool started = impl_->run != nullptr;
   const auto& devices = impl_->rt.devices();
   std::ostringstream out;
-  std::string title = "pipeline '" + name() + "'";
-  if (impl_->ranks != 0) title += ", rank " + std::to_string(impl_->rank) + " of " + std::to_string(impl_->ranks);
-  if (!plan.objective.empty()) title += ", objective " + plan.objective;
-  title += "\nlinks: solid direct (shared memory), dashed staged (copied through host memory), dotted fused";
-  out << "digraph " << quoted(name()) << " {\n"
-      << "  rankdir=LR; labelloc=t; fontname=\"Helvetica\"; label=" << quoted(title) << ";\n"
-      << "  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=11];\n"
-      << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
+  std::string tag; // cluster names unique across the parts of one graph
+  for (const char c : prefix)
+    tag += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   std::map<std::optional<std::size_t>, std::vector<const pipeline_plan::stage*>> groups; // by device; host first
   for (const auto& s : plan.stages)
     groups[s.device].push_back(&s);
   const std::string indent = impl_->ranks != 0 ? "    " : "  ";
-  if (impl_->ranks != 0)
-    out << "  subgraph cluster_rank {\n    label=" << quoted("rank " + std::to_string(impl_->rank))
-        << "; style=dashed;\n";
+  if (impl_->ranks != 0) {
+    std::string label = "rank " + std::to_string(impl_->rank);
+    if (!plan.objective.empty()) label += ", objective " + plan.objective;
+    out << "  subgraph cluster_" << tag << "rank {\n    label=" << quoted(label) << "; style=dashed;\n";
+  }
   std::size_t cluster = 0;
   for (const auto& [device, stages] : groups) {
     const std::string where = !device                    ? "host"
                               : *device < devices.size() ? devices[*device].label()
                                                          : "device #" + std::to_string(*device) + " (not present)";
-    out << indent << "subgraph cluster_" << cluster++ << " {\n"
+    out << indent << "subgraph cluster_" << tag << cluster++ << " {\n"
         << indent << "  label=" << quoted(where)
         << "; style=\"rounded,filled\"; fillcolor=" << (device ? "\"#e8f0fe\"" : "\"#f3f3f3\"") << ";\n";
     for (const auto* s : stages) {
       const bool port = s->kind == stage_kind::inlet || s->kind == stage_kind::outlet;
-      out << indent << "  " << quoted(s->name) << " [label=" << quoted(stage_label(*s, running.stage(s->name)))
+      out << indent << "  " << quoted(prefix + s->name) << " [label=" << quoted(stage_label(*s, running.stage(s->name)))
           << (s->kind == stage_kind::kernel ? ", shape=box3d, style=filled, fillcolor=\"#c6dafc\"" : "")
           << (port ? ", shape=cds" : "") << "];\n";
     }
@@ -103,10 +116,9 @@ std::string pipeline::dot() const {
     const char* style = l.kind == link_kind::staged  ? ", style=dashed, color=\"#b06000\""
                         : l.kind == link_kind::fused ? ", style=dotted"
                                                      : "";
-    out << "  " << quoted(stage_of(l.from)) << " -> " << quoted(stage_of(l.to)) << " [label=" << quoted(label) << style
-        << "];\n";
+    out << "  " << quoted(prefix + stage_of(l.from)) << " -> " << quoted(prefix + stage_of(l.to))
+        << " [label=" << quoted(label) << style << "];\n";
   }
-  out << "}\n";
   return out.str();
 }
 

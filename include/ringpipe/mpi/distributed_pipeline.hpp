@@ -65,6 +65,10 @@ public:
   std::vector<remote_stats> link_stats() const;
   /// The plan of this rank's part, then one line per connection to another rank.
   std::string plan() const;
+  /// The whole pipeline as one Graphviz graph: every rank's part in a box of its own (as
+  /// pipeline::dot() draws it) and a bold edge per remote link with the messages it carried.
+  /// Every rank calls it, like an MPI collective, and gets the same text.
+  std::string dot(std::chrono::nanoseconds timeout = std::chrono::seconds(30));
 
 private:
   struct link_end;

@@ -29,6 +29,8 @@ namespace detail {
 void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringpipe::detail::element_op& op,
                           const collective_options& o, bool check_only = false);
 inline constexpr std::size_t sizes_differ = SIZE_MAX, no_arrays = SIZE_MAX - 1;
+/// gather_across_ranks' `room` for a result of any size (text, say).
+inline constexpr std::size_t any_size = SIZE_MAX - 2;
 /// `bytes` from `root` to every rank: `size` is this rank's arrays' (or sizes_differ, no_arrays),
 /// checked alike on every rank before anything moves; root passes its data in `bytes`.
 void broadcast_across_ranks(world& w, int root, std::size_t size, std::vector<std::byte>& bytes,
