@@ -174,6 +174,7 @@ TEST_F(PipelineTest, StagesOnAnyRankAreSharedOutAlongTheStream) {
   };
   const auto even = make({}, 2);
   EXPECT_EQ(ranks_of(*even), (std::vector<int>{0, 0, 0, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(even->rank_of("farm"), 1) << "a farm by its name";
   ASSERT_EQ(even->cross_rank_links().size(), 1u) << "one crossing: k1 -> farm";
   EXPECT_EQ(even->cross_rank_links()[0].port, "k1->farm:deal@rank1");
   // Rank 1 has three times the devices: three of the four kernels; a rank with none gets none.

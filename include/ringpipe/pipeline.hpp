@@ -207,7 +207,8 @@ public:
   void set_ranks(int rank, int ranks, std::vector<double> weights = {});
   /// Whether a stage is placed on any_rank.
   bool has_any_rank() const;
-  /// The rank `stage` runs on: as placed, or as chosen for any_rank once set_ranks() was called.
+  /// The rank `stage` (a farm: by its name) runs on: as placed, or as chosen for any_rank once
+  /// set_ranks() was called.
   int rank_of(const std::string& stage) const;
   /// This rank's ends of the connections between ranks, rings included after start(); empty
   /// until set_ranks(). Refuses what start() would refuse (a stage on no rank of the program).

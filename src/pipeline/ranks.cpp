@@ -128,7 +128,12 @@ bool pipeline::has_any_rank() const {
 }
 
 int pipeline::rank_of(const std::string& stage) const {
-  const auto id = impl_->g.find(stage);
+  const auto& st = impl_->g.stages;
+  // A farm by its name: its dealer (the whole farm runs on one rank).
+  const bool farm =
+      std::none_of(st.begin(), st.end(), [&](const detail::stage_decl& s) { return s.name == stage; }) &&
+      std::any_of(st.begin(), st.end(), [&](const detail::stage_decl& s) { return s.name == stage + ":deal"; });
+  const auto id = impl_->g.find(farm ? stage + ":deal" : stage);
   if (impl_->ranks == 0 || impl_->g.stages[id].rank != any_rank) return impl_->g.stages[id].rank;
   auto g = impl_->g;
   detail::place_on_ranks(g, impl_->ranks, impl_->rank_weights);
