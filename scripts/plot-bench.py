@@ -265,18 +265,16 @@ def plot_links_matrix(res, path, title):
 
 def plot_collectives(res, path, title):
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for i, pair in enumerate(res.values("collectives.all_reduce_latency", "pair")):
-        w = {"pair": pair}
-        line(a, res.series("collectives.all_reduce_latency", "bytes", "p50_us", w), f"all-reduce p50, {pair}",
-             dict(color=f"C{i}"))
-        line(a, res.series("collectives.all_reduce_latency", "bytes", "host_gather_p50_us", w),
-             f"baseline: gather to the host and back, {pair}", dict(color=f"C{i}", linestyle="--", alpha=0.5))
-    for i, pair in enumerate(res.values("collectives.all_reduce_bandwidth", "pair")):
-        w = {"pair": pair}
-        line(b, res.series("collectives.all_reduce_bandwidth", "bytes", "busbw_gb_per_s", w), f"bus bandwidth, {pair}",
-             dict(color=f"C{i}"))
-        line(b, res.series("collectives.all_reduce_bandwidth", "bytes", "memcpy_gb_per_s", w),
-             f"baseline: host memcpy, {pair}", dict(color=f"C{i}", linestyle="--", alpha=0.5))
+    for ax, name, metric, what, base, base_what in (
+            (a, "collectives.all_reduce_latency", "p50_us", "all-reduce p50", "host_gather_p50_us",
+             "baseline: gather to the host and back"),
+            (b, "collectives.all_reduce_bandwidth", "busbw_gb_per_s", "bus bandwidth", "memcpy_gb_per_s",
+             "baseline: host memcpy")):
+        for i, pair in enumerate(res.values(name, "pair")):
+            w = {"pair": pair}
+            line(ax, res.series(name, "bytes", metric, w), f"{what}, {pair}", dict(color=f"C{i}"))
+            line(ax, res.series(name, "bytes", base, w), f"{base_what}, {pair}",
+                 dict(color=f"C{i}", linestyle="--", alpha=0.5))
     a.set_ylabel("latency p50 (µs)")
     b.set_ylabel("GB/s")
     for ax in (a, b):
