@@ -21,8 +21,7 @@
 #include <ringpipe/detail/embedded_sources.hpp>
 #include <ringpipe/ringpipe.hpp>
 
-#include <unistd.h>
-
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -72,23 +71,12 @@ long resident_kib() {
   return 0;
 }
 
-run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_objective objective, bool progress) {
+run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_objective objective, live_view& view) {
   const std::size_t consumer_device = rt.devices().size() > 1 ? 1 : 0;
   pipeline_options options;
   options.name = "producer_consumer";
   options.objective = objective;
-  // The live progress line: messages the consumer has taken, and the rate (a line a second when
-  // the output is not a terminal).
-  const bool tty = isatty(STDOUT_FILENO) != 0;
-  if (progress) {
-    options.metrics_every = std::chrono::milliseconds(tty ? 200 : 1000);
-    options.on_metrics = [tty, count](const pipeline_metrics& m) {
-      const double n = static_cast<double>(m.links[0].messages);
-      std::printf("%s  %10.0f / %u messages  %8.2f M msgs/s  link %s%s", tty ? "\r" : "", n, count,
-                  n / m.elapsed_s / 1e6, std::string(to_string(m.links[0].kind)).c_str(), tty ? "" : "\n");
-      std::fflush(stdout);
-    };
-  }
+  view.attach(options); // rates per link while it runs: a table on a terminal, lines otherwise
   pipeline p(rt, options);
 
   kernel_spec producer_spec(kernel_source(), "produce");
@@ -117,7 +105,6 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_obje
   r.dot = p.dot();
   r.messages = summary.count;
   r.ok = summaries == 1 && summary.count == count && summary.errors == 0 && summary.sum == expected_sum(count);
-  if (progress && tty) std::printf("\n");
   if (!r.ok) {
     std::printf("FAIL: %d summaries; consumer saw %llu of %u messages, %u out of order or corrupt (first at seq "
                 "%u), checksum %llu, expected %llu\n",
@@ -125,6 +112,50 @@ run_result run_once(runtime& rt, std::uint32_t count, bool staged, pipeline_obje
                 static_cast<unsigned long long>(summary.sum), static_cast<unsigned long long>(expected_sum(count)));
   }
   return r;
+}
+
+// A soak's running totals, written by the application thread and read by the live view's footer.
+struct soak_totals {
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  double duration = 0;
+  std::atomic<int> runs{0};
+  std::atomic<std::uint64_t> messages{0}, lost{0};
+  std::string line() const {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "soak %.0f of %.0f s: %d runs, %llu messages (%.1f M msgs/s), lost %llu, "
+                  "resident %ld KiB",
+                  s, duration, runs.load(), static_cast<unsigned long long>(messages.load()),
+                  static_cast<double>(messages.load()) / s / 1e6, static_cast<unsigned long long>(lost.load()),
+                  resident_kib());
+    return text;
+  }
+};
+
+// Whole pipelines back to back for `duration` seconds, counting every message.
+int soak(runtime& rt, std::uint32_t count, bool staged, pipeline_objective objective, double duration) {
+  const long rss_start = resident_kib();
+  long rss_first = rss_start;
+  soak_totals totals{.duration = duration};
+  live_view view({.title = "soak", .footer = [&] { return totals.line(); }}); // totals under the table
+  while (std::chrono::steady_clock::now() < totals.started + std::chrono::duration<double>(duration)) {
+    const auto r = run_once(rt, count, staged, objective, view);
+    totals.messages += r.messages;
+    totals.lost += count - std::min<std::uint64_t>(r.messages, count);
+    if (++totals.runs == 1) rss_first = resident_kib();
+    if (!r.ok) return 1;
+  }
+  view.end();
+  // Growth is measured from the end of the first run: it builds the kernels and warms the pools.
+  const long rss_end = resident_kib();
+  const auto lost = totals.lost.load();
+  std::printf("%s: %d runs, %llu messages, lost %llu, resident memory %ld KiB at start, %ld KiB after the first run, "
+              "%ld KiB at end (%+.1f%% since the first run)\n",
+              lost == 0 ? "OK" : "FAIL", totals.runs.load(), static_cast<unsigned long long>(totals.messages.load()),
+              static_cast<unsigned long long>(lost), rss_start, rss_first, rss_end,
+              100.0 * static_cast<double>(rss_end - rss_first) / static_cast<double>(rss_first));
+  return lost == 0 ? 0 : 1;
 }
 
 bool parse_objective(const char* text, pipeline_objective& objective) {
@@ -182,34 +213,11 @@ int main(int argc, char** argv) {
       std::printf("consumer on the same device: only one device found (POCL_DEVICES=\"pthread pthread\" gives two)\n");
     }
 
-    if (duration > 0) { // soak: whole pipelines back to back, counting every message
-      const long rss_start = resident_kib();
-      long rss_first = rss_start;
-      std::uint64_t total = 0, lost = 0;
-      int runs = 0;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration);
-      while (std::chrono::steady_clock::now() < until) {
-        const auto r = run_once(rt, count, staged, objective, false);
-        total += r.messages;
-        lost += count - std::min<std::uint64_t>(r.messages, count);
-        ++runs;
-        if (runs == 1) rss_first = resident_kib();
-        if (!r.ok) return 1;
-        std::printf("run %d: %llu messages, %.2f M msgs/s, total %llu, lost %llu, resident %ld KiB\n", runs,
-                    static_cast<unsigned long long>(r.messages), static_cast<double>(r.messages) / r.seconds / 1e6,
-                    static_cast<unsigned long long>(total), static_cast<unsigned long long>(lost), resident_kib());
-      }
-      // Growth is measured from the end of the first run: it builds the kernels and warms the pools.
-      const long rss_end = resident_kib();
-      std::printf("%s: %d runs, %llu messages, lost %llu, resident memory %ld KiB at start, %ld KiB after the "
-                  "first run, %ld KiB at end (%+.1f%% since the first run)\n",
-                  lost == 0 ? "OK" : "FAIL", runs, static_cast<unsigned long long>(total),
-                  static_cast<unsigned long long>(lost), rss_start, rss_first, rss_end,
-                  100.0 * static_cast<double>(rss_end - rss_first) / static_cast<double>(rss_first));
-      return lost == 0 ? 0 : 1;
-    }
+    if (duration > 0) return soak(rt, count, staged, objective, duration);
 
-    const auto r = run_once(rt, count, staged, objective, true);
+    live_view view({.title = "producer_consumer", .keep = false}); // the final tables follow
+    const auto r = run_once(rt, count, staged, objective, view);
+    view.end();
     std::printf("\n%s\n\n%s\n", r.objective.c_str(), r.metrics.table().c_str());
     if (dot_file != nullptr) {
       std::ofstream(dot_file) << r.dot;

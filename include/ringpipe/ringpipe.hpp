@@ -12,6 +12,7 @@
 #include <ringpipe/error.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/link.hpp>
+#include <ringpipe/live_view.hpp>
 #include <ringpipe/metrics.hpp>
 #include <ringpipe/mode.hpp>
 #include <ringpipe/occupancy.hpp>

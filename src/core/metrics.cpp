@@ -1,3 +1,5 @@
+#include "text.hpp"
+
 #include <ringpipe/detail/json.hpp>
 #include <ringpipe/metrics.hpp>
 
@@ -21,17 +23,8 @@ std::string_view to_string(stage_kind k) noexcept {
   return "?";
 }
 
-namespace {
-
-std::string format(const char* fmt, auto... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof buf, fmt, args...);
-  return buf;
-}
-
-std::string clip(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n - 1) + "~"; }
-
-} // namespace
+using detail::clip;
+using detail::format;
 
 std::string barrier_stats::table() const {
   std::string t;

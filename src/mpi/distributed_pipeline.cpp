@@ -1,5 +1,6 @@
 // This rank's part of a pipeline declared on every rank, joined to the others by remote links.
 
+#include "../core/text.hpp"
 #include "request_wait.hpp"
 
 #include <ringpipe/error.hpp>
@@ -165,7 +166,7 @@ std::string distributed_pipeline::dot(std::chrono::nanoseconds timeout) {
     const std::string receiving_port = l.from + "@rank" + std::to_string(l.from_rank) + "->" + l.to;
     part += "  " + id(l.from_rank, l.port) + " -> " + id(l.to_rank, receiving_port) + " [label=\"remote link " +
             std::to_string(options_.first_link + static_cast<int>(l.index)) + "\\n" +
-            std::to_string(stats[i].messages) + " msgs\", style=bold, color=\"#7b1fa2\"];\n";
+            ringpipe::detail::amount(stats[i].messages, "msgs") + "\", style=bold, color=\"#7b1fa2\"];\n";
   }
   collective_options o;
   o.name = "pipeline '" + pipeline_.name() + "' graph";

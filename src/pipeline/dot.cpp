@@ -2,6 +2,7 @@
 // each device; this rank's part inside a box when the pipeline is split over ranks), links
 // labelled with their kind and ring size and, once the pipeline runs, what they carried.
 
+#include "../core/text.hpp"
 #include "pipeline_impl.hpp"
 
 #include <ringpipe/runtime.hpp>
@@ -16,6 +17,8 @@ namespace ringpipe {
 
 namespace {
 
+using detail::amount;
+
 std::string quoted(std::string_view s) {
   std::string q = "\"";
   for (const char c : s) {
@@ -23,21 +26,6 @@ std::string quoted(std::string_view s) {
     q += c == '\n' ? std::string("\\n") : std::string(1, c);
   }
   return q + "\"";
-}
-
-// amount(1234567, "msgs") = "1.23 M msgs", amount(1, "msgs") = "1 msg", amount(16e6, "B") = "16 MB".
-std::string amount(std::uint64_t n, std::string_view unit) {
-  const char* const prefixes[] = {"", "k", "M", "G", "T"};
-  auto v = static_cast<double>(n);
-  std::size_t p = 0;
-  for (; v >= 1000 && p + 1 < std::size(prefixes); ++p)
-    v /= 1000;
-  char number[32];
-  std::snprintf(number, sizeof number, "%.3g", v);
-  const std::string digits = p == 0 ? std::to_string(n) : number;
-  if (unit == "B") return digits + " " + prefixes[p] + "B";
-  const std::string what = n == 1 && unit == "msgs" ? "msg" : std::string(unit);
-  return digits + (p == 0 ? "" : std::string(" ") + prefixes[p]) + (what.empty() ? "" : " " + what);
 }
 
 std::string stage_label(const pipeline_plan::stage& s, const stage_metrics* m) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,21 @@ struct result {
 struct settings {
   bool quick = false;
   bool verbose = false; // print each pipeline's metrics table
+  /// Draw each pipeline's live view on stderr (--live; on by itself when stderr is a terminal).
+  bool live = false;
   std::uint32_t stream_messages() const { return quick ? 100'000 : 1'000'000; }
   std::uint32_t rtt_samples() const { return quick ? 2'000 : 20'000; }
 };
+
+/// A benchmark pipeline's live view on stderr (settings::live) attached to `options`, or none;
+/// erased when it ends, so that the benchmark's result line takes its place. Declare it before the
+/// pipeline, so that it outlives it.
+inline std::unique_ptr<live_view> watch(const settings& s, pipeline_options& options) {
+  if (!s.live) return nullptr;
+  auto view = std::make_unique<live_view>(live_view_options{.title = options.name, .out = stderr, .keep = false});
+  view->attach(options);
+  return view;
+}
 
 inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();

@@ -102,7 +102,8 @@ void pair_rows(bench_context& c, const std::string& pair, const std::vector<cons
         const double read_us = percentile(
             times_us(samples, [&] { x.async_read(std::span<float>(host), boost::asio::use_future).get(); }), 0.5);
         const double write_us = percentile(
-            times_us(samples, [&] { x.async_write(std::span<const float>(host), boost::asio::use_future).get(); }), 0.5);
+            times_us(samples, [&] { x.async_write(std::span<const float>(host), boost::asio::use_future).get(); }),
+            0.5);
         const double read_bw = static_cast<double>(bytes) / read_us / 1e3;
         const double write_bw = static_cast<double>(bytes) / write_us / 1e3;
         const double round_trip_bw = static_cast<double>(bytes) / (read_us + write_us) / 1e3;

@@ -20,6 +20,7 @@ std::pair<double, link_kind> kernel_stream(runtime& rt, std::size_t from, std::s
   pipeline_options options;
   options.name = "bench";
   options.capacity = static_cast<std::uint32_t>(std::clamp<std::size_t>((4u << 20) / N, 64, 1024));
+  const auto view = watch(s, options);
   pipeline p(rt, options);
   kernel_spec producer(test_stages_source(N), "test_source");
   producer.args = {kernel_arg::of(count)};

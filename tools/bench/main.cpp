@@ -1,6 +1,6 @@
 // ringpipe-bench: throughput and latency of ringpipe's transports, each measured in the same
 // process and run as the baselines it is compared to. Topics live in files of their own.
-//   ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose]
+//   ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose] [--live]
 //   mpirun -n 2 ringpipe-bench --json FILE     (topic remote, between two ranks, alone)
 
 #include "bench.hpp"
@@ -11,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+
+#include <unistd.h>
 
 using namespace ringpipe;
 using namespace ringpipe::bench;
@@ -38,13 +40,15 @@ void write_json(const std::string& path, const std::vector<result>& results) {
 } // namespace
 
 // What --help says: options, topics (the names --filter matches), exit codes.
-const char* const usage = R"(usage: ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose]
+const char* const usage = R"(usage: ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose] [--live]
        mpirun -n 2 ringpipe-bench --json FILE [--filter REGEX] [--quick]
   Measures ringpipe's transports beside the baselines they are compared to, in the same run, and
   writes every result to FILE (JSON); progress and ratios go to stderr.
   --filter REGEX  runs the benchmarks whose name matches (default: all)
   --quick         a tenth of the messages and samples
   --verbose       prints each pipeline's metrics table
+  --live          draws each pipeline's rates per link on stderr while it runs, as lines when
+                  stderr is not a terminal (on a terminal the table is drawn without it)
 topics (names --filter matches):
   host_to_kernel, host_to_kernel.relaunch_baseline, spsc_baseline   rings into one kernel
   kernel_to_kernel, cross_device, pipeline_latency, asio_baseline   pipelines, kernel to kernel
@@ -70,6 +74,8 @@ int main(int argc, char** argv) {
       s.quick = true;
     else if (!std::strcmp(argv[i], "--verbose"))
       s.verbose = true;
+    else if (!std::strcmp(argv[i], "--live"))
+      s.live = true;
     else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
       std::cout << usage;
       return 0;
@@ -82,6 +88,7 @@ int main(int argc, char** argv) {
     std::cerr << "ringpipe-bench: --json FILE is required\n" << usage;
     return 2;
   }
+  s.live = s.live || isatty(STDERR_FILENO) != 0;
   const std::regex want(filter);
   const auto selected = [&](const char* name) { return std::regex_search(name, want); };
   // Started by mpirun (Open MPI says so in the environment): topic remote alone, between ranks.

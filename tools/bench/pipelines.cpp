@@ -19,6 +19,7 @@ result two_stage(runtime& rt, const char* name, Build build, const settings& s, 
   // Round trips are what this topic measures: it asks for latency (automatic would run the two
   // unfused kernels batched on a 2-core machine, a launch per message).
   options.objective = pipeline_objective::latency;
+  const auto view = watch(s, options);
   pipeline p(rt, options);
   auto in = p.add_inlet<msg>("in");
   auto out = p.add_outlet<msg>("out");

@@ -104,12 +104,13 @@ template <std::size_t N> double handwritten_stream(const std::vector<const devic
 // ringpipe for the same chain: inlet -> test_map on each device -> outlet, driven from this
 // thread as tests drive it (testing::stream_test_messages: runs of 256, a backoff when idle).
 template <std::size_t N>
-double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, std::uint32_t count,
-                       bool verbose = false, pipeline_objective objective = pipeline_objective::automatic) {
+double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, std::uint32_t count, const settings& s,
+                       pipeline_objective objective = pipeline_objective::automatic) {
   using msg = test_message<N>;
   pipeline_options options;
   options.name = "versus";
   options.objective = objective;
+  const auto view = watch(s, options);
   pipeline p(rt, options);
   auto in = p.add_inlet<msg>("in");
   auto out = p.add_outlet<msg>("out");
@@ -130,7 +131,7 @@ double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, s
   const double rate = o.rate();
   p.inlet<msg>("in").close();
   p.wait(60s);
-  if (verbose) std::cerr << p.plan() << p.metrics().table() << "\n";
+  if (s.verbose) std::cerr << p.plan() << p.metrics().table() << "\n";
   return rate;
 }
 
@@ -249,7 +250,7 @@ void stream_shape(bench_context& c, const char* shape, const std::vector<const d
   double ours = 0, theirs = 0;
   for (int round = 0; round < rounds(c); ++round) {
     theirs = std::max(theirs, handwritten_stream<N>(devices, count));
-    ours = std::max(ours, ringpipe_stream<N>(c.rt, devices, count, c.s.verbose, objective));
+    ours = std::max(ours, ringpipe_stream<N>(c.rt, devices, count, c.s, objective));
   }
   record(c, shape, N, devices.size(), {"ringpipe_msgs_per_s", ours}, {"handwritten_msgs_per_s", theirs}, ours / theirs);
 }
@@ -273,7 +274,7 @@ void versus_topic(bench_context& c) {
     double forms = 0, inlets = 0;
     for (int round = 0; round < rounds(c); ++round) {
       forms = std::max(forms, source_sink_stream(c.rt, c.dev, small, batches));
-      inlets = std::max(inlets, ringpipe_stream<16>(c.rt, {&c.dev}, small));
+      inlets = std::max(inlets, ringpipe_stream<16>(c.rt, {&c.dev}, small, c.s));
     }
     record(c, batches ? "source_sink_batches_vs_inlet_outlet_16B" : "source_sink_vs_inlet_outlet_16B", 16, 1,
            {"source_sink_msgs_per_s", forms}, {"inlet_outlet_msgs_per_s", inlets}, forms / inlets);

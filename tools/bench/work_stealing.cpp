@@ -11,8 +11,11 @@ namespace {
 
 using msg = test_message<16>;
 
-double makespan(runtime& rt, std::vector<std::size_t> devices, bool steal, std::uint32_t items, std::uint64_t* steals) {
-  pipeline p(rt, {.name = "work_stealing"});
+double makespan(runtime& rt, std::vector<std::size_t> devices, bool steal, std::uint32_t items, std::uint64_t* steals,
+                const settings& s) {
+  pipeline_options options{.name = steal ? "work_stealing" : "static_dealing"};
+  const auto view = watch(s, options);
+  pipeline p(rt, options);
   auto src = p.add_source<msg>("items", [items, next = 0u]() mutable -> std::optional<msg> {
     if (next == items) return std::nullopt;
     auto m = make_test_message<16>(next);
@@ -33,12 +36,12 @@ double makespan(runtime& rt, std::vector<std::size_t> devices, bool steal, std::
   p.connect(farm.out(), sink.in());
   const auto t0 = clock_type::now();
   p.run();
-  const double s = seconds_since(t0);
+  const double secs = seconds_since(t0);
   if (bad != 0) throw std::runtime_error("work_stealing: " + std::to_string(bad) + " results wrong or out of order");
   if (steals)
     for (const auto& st : p.metrics().stages)
       if (st.kind == stage_kind::dealer) *steals = st.steals;
-  return s;
+  return secs;
 }
 
 } // namespace
@@ -55,14 +58,14 @@ void work_stealing_topic(bench_context& c) {
   for (std::size_t d = 0; d < 2; ++d) {
     std::vector<double> t;
     for (std::size_t r = 0; r < runs; ++r)
-      t.push_back(makespan(c.rt, {d}, true, items, nullptr));
+      t.push_back(makespan(c.rt, {d}, true, items, nullptr, c.s));
     alone.push_back(percentile(t, 0.5));
   }
   std::vector<double> stat, steal;
   std::uint64_t steals = 0;
   for (std::size_t r = 0; r < runs; ++r) {
-    stat.push_back(makespan(c.rt, {0, 1}, false, items, nullptr));
-    steal.push_back(makespan(c.rt, {0, 1}, true, items, &steals));
+    stat.push_back(makespan(c.rt, {0, 1}, false, items, nullptr, c.s));
+    steal.push_back(makespan(c.rt, {0, 1}, true, items, &steals, c.s));
   }
   const double ideal = 1.0 / (1.0 / alone[0] + 1.0 / alone[1]); // the work split by speed
   const double s = percentile(steal, 0.5), d = percentile(stat, 0.5);

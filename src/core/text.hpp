@@ -1,0 +1,28 @@
+#pragma once
+// Text for people: counts and rates with three significant digits and a decimal prefix
+// ("1.23 M msgs", "833 MB/s"), printf into a string, and table cells clipped to their width.
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace ringpipe::detail {
+
+/// amount(1234567, "msgs") = "1.23 M msgs", amount(1, "msgs") = "1 msg", amount(16e6, "B") = "16 MB";
+/// exact below 1,000.
+std::string amount(std::uint64_t n, std::string_view unit);
+/// rate(52.1e6, "msgs") = "52.1 M msgs/s", rate(8.33e8, "B") = "833 MB/s", rate(0.5, "msgs") = "0.5 msgs/s".
+std::string rate(double per_s, std::string_view unit);
+
+/// snprintf into a string (at most 511 characters).
+std::string format(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+/// `s` cut to `n` characters, its last one a '~' when cut.
+inline std::string clip(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n - 1) + "~"; }
+
+} // namespace ringpipe::detail
