@@ -1,7 +1,8 @@
 // Coordination over two ranks (run under mpirun -n 2): a barrier over participants on both ranks
 // (mpi::rank_barrier) that holds every rank to each phase, checked through memory both ranks map,
 // and that fails on every rank when it fails on one; an all-reduce over both ranks' device arrays
-// (mpi::all_reduce), the same result in every array on every rank.
+// (mpi::all_reduce), the same result in every array on every rank; a reduce to one rank and a
+// reduce-scatter over ranks, with all-reduce's bits.
 #include <ringpipe/mpi/rank_barrier.hpp>
 #include <ringpipe/mpi/rank_collectives.hpp>
 #include <ringpipe/runtime.hpp>
@@ -15,6 +16,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -223,6 +225,68 @@ TEST_F(RankCoordination, BroadcastGatherAndAllGatherOverRanksMoveEveryRanksArray
   }
 }
 
+// `count` float arrays of `n` on device 0 whose sums depend on the order they are added in.
+std::vector<device_array<float>> float_arrays(runtime& rt, std::size_t count, std::size_t n, int rank) {
+  std::vector<device_array<float>> arrays;
+  for (std::size_t a = 0; a < count; ++a) {
+    device_array<float> x(rt, rt.device_at(0), n, "f" + std::to_string(a));
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = 0.1f * static_cast<float>(i + 1) * static_cast<float>(rank + 1) + 1e-7f * static_cast<float>(a);
+    x.write(std::span<const float>(v), 10s);
+    arrays.push_back(x);
+  }
+  return arrays;
+}
+
+TEST_F(RankCoordination, ReduceToOneRankAndReduceScatterOverRanksGiveAllReducesResult) {
+  const int me = w().rank();
+  const std::size_t m = 3000; // elements per rank's part
+  // Integers: 2 arrays on each rank, element i of array a on rank r = (r + 1) i + 1000 a.
+  const auto in = int_arrays(rt(), 2, 2 * m, 0);
+  for (std::size_t a = 0; a < in.size(); ++a) {
+    std::vector<int> v(2 * m);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = (me + 1) * static_cast<int>(i) + 1000 * static_cast<int>(a);
+    in[a].write(std::span<const int>(v), 10s);
+  }
+  const auto expected = [](std::size_t i) { return 6 * static_cast<int>(i) + 2000; }; // (1 + 2) i * 2 + 1000 * 2
+  for (int root = 0; root < 2; ++root) {
+    std::vector<int> host(me == root ? 2 * m : 0, -1);
+    mpi::reduce(w(), root, in, std::span<int>(host), reduction<int>::sum());
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < host.size(); ++i)
+      wrong += host[i] != expected(i) ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "reduce to rank " << root << ", on rank " << me;
+  }
+  const auto out = int_arrays(rt(), 2, m, -1);
+  mpi::reduce_scatter(w(), in, out, reduction<int>::sum());
+  for (const auto& x : out) { // part `me` of the sum
+    std::vector<int> got(m);
+    x.read(std::span<int>(got), 10s);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < m; ++i)
+      wrong += got[i] != expected(static_cast<std::size_t>(me) * m + i) ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << x.name() << " on rank " << me << ": first " << got[0];
+  }
+  // Floats, whose sums depend on their order: the same bits as all_reduce, element by element.
+  const auto f = float_arrays(rt(), 3, 2 * m, me);
+  const auto all = float_arrays(rt(), 3, 2 * m, me);
+  mpi::all_reduce(w(), all, reduction<float>::sum());
+  std::vector<float> reference(2 * m), reduced(me == 0 ? 2 * m : 0), part(m);
+  all.front().read(std::span<float>(reference), 10s);
+  mpi::reduce(w(), 0, f, std::span<float>(reduced), reduction<float>::sum());
+  const auto fout = float_arrays(rt(), 1, m, me);
+  mpi::reduce_scatter(w(), f, fout, reduction<float>::sum());
+  fout.front().read(std::span<float>(part), 10s);
+  if (me == 0) {
+    EXPECT_EQ(std::memcmp(reduced.data(), reference.data(), reduced.size() * sizeof(float)), 0)
+        << "reduce's result differs from all_reduce's";
+  }
+  EXPECT_EQ(std::memcmp(part.data(), reference.data() + static_cast<std::size_t>(me) * m, m * sizeof(float)), 0)
+      << "reduce_scatter's part on rank " << me << " differs from all_reduce's";
+}
+
 TEST_F(RankCoordination, SizesThatDoNotAgreeAreRefusedOnEveryRankBeforeAnythingMoves) {
   const int me = w().rank();
   auto uneven = int_arrays(rt(), 1, me == 0 ? 100 : 101, 0);
@@ -234,6 +298,16 @@ TEST_F(RankCoordination, SizesThatDoNotAgreeAreRefusedOnEveryRankBeforeAnythingM
   ringpipe::testing::expect_error(
       [&] { mpi::gather(w(), 0, in, std::span<int>(small)); }, make_error_code(errc::invalid_argument),
       {"(gather to rank 0)", "the result is 800 bytes; rank 0 has 600 bytes"}, "a gather into too small a span ran");
+  const auto odd = int_arrays(rt(), 1, 101, 0), half = int_arrays(rt(), 1, 50, 0);
+  ringpipe::testing::expect_error([&] { mpi::reduce_scatter(w(), odd, half, reduction<int>::sum()); },
+                                  make_error_code(errc::invalid_argument),
+                                  {"(sum, reduce-scatter) on rank", "101 elements do not split into 2 equal parts"},
+                                  "an input that does not split over the ranks was reduce-scattered");
+  std::vector<int> room(me == 1 ? 99 : 0);
+  ringpipe::testing::expect_error([&] { mpi::reduce(w(), 1, in, std::span<int>(room), reduction<int>::sum()); },
+                                  make_error_code(errc::invalid_argument),
+                                  {"(sum, reduce to rank 1) on rank", "the result is 400 bytes; rank 1 has 396 bytes"},
+                                  "a reduce into too small a span ran");
   // Nothing was left half done: the next call works on both ranks.
   auto fine = int_arrays(rt(), 1, 100, me == 0 ? 5 : 0);
   mpi::broadcast(w(), 0, fine);

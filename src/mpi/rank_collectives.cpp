@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 
@@ -90,6 +91,33 @@ std::string size_text(std::uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
+// Refuses, alike on every rank, inputs of different sizes and results that do not fit: `shared`
+// holds every rank's input bytes and result room, pairs in rank order; ranks for which `gets(r)`
+// need room for `result` bytes.
+template <class Gets>
+void check_reduce_sizes(const rank_call& call, const std::vector<std::uint64_t>& shared, std::uint64_t result,
+                        Gets gets) {
+  const auto ranks = shared.size() / 2;
+  std::string wrong;
+  for (std::size_t r = 0; r < ranks; ++r)
+    if (shared[2 * r] != shared[0] || shared[2 * r] >= no_arrays)
+      wrong += (wrong.empty() ? "" : ", ") + ("rank " + std::to_string(r) + ": " + size_text(shared[2 * r]));
+  if (!wrong.empty())
+    call.refuse("every rank's arrays must have one size, rank 0's (" + size_text(shared[0]) + "); " + wrong);
+  for (std::size_t r = 0; r < ranks; ++r)
+    if (gets(r) && shared[2 * r + 1] != result)
+      wrong += (wrong.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " has " + size_text(shared[2 * r + 1]));
+  if (!wrong.empty()) call.refuse("the result is " + std::to_string(result) + " bytes; " + wrong);
+}
+
+// Combines `blocks` (one per rank, rank 0's first, `bytes` each) in rank order into `into`.
+void combine_in_rank_order(const std::byte* blocks, std::size_t ranks, std::size_t bytes,
+                           const ringpipe::detail::element_op& op, std::byte* into) {
+  std::memcpy(into, blocks, bytes);
+  for (std::size_t k = 1; k < ranks; ++k)
+    op.on_host(into, blocks + k * bytes, bytes / op.element);
+}
+
 } // namespace
 
 void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringpipe::detail::element_op& op,
@@ -109,9 +137,7 @@ void combine_across_ranks(world& w, std::vector<std::byte>& partial, const ringp
     MPI_Iallgather(exchanged->data(), bytes, MPI_BYTE, all, bytes, MPI_BYTE, c, r);
   });
   // Rank 0's, then each next rank's: the same order, the same bits, on every rank.
-  std::memcpy(partial.data(), all, partial.size());
-  for (int k = 1; k < w.size(); ++k)
-    op.on_host(partial.data(), all + static_cast<std::size_t>(k) * partial.size(), partial.size() / op.element);
+  combine_in_rank_order(all, static_cast<std::size_t>(w.size()), partial.size(), op, partial.data());
 }
 
 void broadcast_across_ranks(world& w, int root, std::size_t size, std::vector<std::byte>& bytes,
@@ -175,6 +201,51 @@ void gather_across_ranks(world& w, int root, std::span<const std::byte> mine, st
       MPI_Igatherv(b->data.data(), n, MPI_BYTE, into, b->counts.data(), b->offsets.data(), MPI_BYTE, root, c, r);
   });
   all.assign(into, into + (root < 0 || w.rank() == root ? total : 0));
+}
+
+void reduce_to_rank(world& w, int root, std::size_t bytes, std::size_t room, const ringpipe::detail::element_op& op,
+                    const collective_options& o, const std::function<std::vector<std::byte>()>& reduce_here,
+                    std::vector<std::byte>& result) {
+  rank_call call(w, o, o.name + " (" + op.name + ", reduce to rank " + std::to_string(root) + ")");
+  if (root < 0 || root >= w.size()) call.refuse("no rank " + std::to_string(root));
+  if (!op.on_host) call.refuse("the operation has no host form, which combining across ranks needs");
+  const auto shared = call.share({bytes, w.rank() == root ? room : 0});
+  check_reduce_sizes(call, shared, shared[0], [&](std::size_t r) { return r == static_cast<std::size_t>(root); });
+  check_int(call, bytes * static_cast<std::size_t>(w.size()));
+  const auto ranks = static_cast<std::size_t>(w.size());
+  auto blocks = std::make_unique<std::vector<std::byte>>(reduce_here());
+  blocks->resize(bytes * (ranks + 1)); // this rank's partial, then every rank's on the root
+  const int n = static_cast<int>(bytes);
+  call.run("gather", blocks, [&](MPI_Comm c, MPI_Request* r) {
+    MPI_Igather(blocks->data(), n, MPI_BYTE, blocks->data() + bytes, n, MPI_BYTE, root, c, r);
+  });
+  if (w.rank() != root) return result.clear();
+  result.resize(bytes);
+  combine_in_rank_order(blocks->data() + bytes, ranks, bytes, op, result.data());
+}
+
+void reduce_scatter_over_ranks(world& w, std::size_t bytes, std::size_t room, const ringpipe::detail::element_op& op,
+                               const collective_options& o, const std::function<std::vector<std::byte>()>& reduce_here,
+                               std::vector<std::byte>& result) {
+  rank_call call(w, o, o.name + " (" + op.name + ", reduce-scatter)");
+  if (!op.on_host) call.refuse("the operation has no host form, which combining across ranks needs");
+  const auto ranks = static_cast<std::size_t>(w.size());
+  const auto shared = call.share({bytes, room});
+  if (shared[0] < no_arrays && shared[0] % (ranks * op.element) != 0)
+    call.refuse(std::to_string(shared[0] / op.element) + " elements do not split into " + std::to_string(ranks) +
+                " equal parts, one per rank");
+  check_reduce_sizes(call, shared, shared[0] / ranks, [](std::size_t) { return true; });
+  check_int(call, bytes);
+  const std::size_t part = bytes / ranks;
+  // This rank's partial (part r goes to rank r), then part `rank` of every rank's.
+  auto blocks = std::make_unique<std::vector<std::byte>>(reduce_here());
+  blocks->resize(2 * bytes);
+  const int n = static_cast<int>(part);
+  call.run("exchange", blocks, [&](MPI_Comm c, MPI_Request* r) {
+    MPI_Ialltoall(blocks->data(), n, MPI_BYTE, blocks->data() + bytes, n, MPI_BYTE, c, r);
+  });
+  result.resize(part);
+  combine_in_rank_order(blocks->data() + bytes, ranks, part, op, result.data());
 }
 
 } // namespace ringpipe::mpi::detail

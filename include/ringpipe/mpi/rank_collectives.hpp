@@ -6,7 +6,8 @@
 // them in rank order on the host, so that every rank gets the same bits, and writes the result
 // into each of its arrays. broadcast, gather and all_gather move whole arrays through the host.
 // Sizes are checked on every rank before anything moves: a mismatch is refused alike everywhere,
-// naming the sizes, instead of one rank refusing and the others waiting for it.
+// naming the sizes, instead of one rank refusing and the others waiting for it. reduce (to one
+// rank) and reduce_scatter combine in rank order too, so every form gives all_reduce's bits.
 //
 //   std::vector<device_array<float>> grads = ...;                 // this rank's devices
 //   mpi::all_reduce(w, grads, reduction<float>::sum());           // every array on every rank: the sum
@@ -18,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -40,6 +42,26 @@ void broadcast_across_ranks(world& w, int root, std::size_t size, std::vector<st
 /// no_arrays), checked against the total on every rank before anything moves.
 void gather_across_ranks(world& w, int root, std::span<const std::byte> mine, std::size_t room,
                          std::vector<std::byte>& all, const collective_options& o);
+/// Every rank's partial (`reduce_here()`, `bytes` on every rank) combined in rank order into
+/// `result` on `root` (`room`: the bytes root has for it), as all_reduce combines them.
+void reduce_to_rank(world& w, int root, std::size_t bytes, std::size_t room, const ringpipe::detail::element_op& op,
+                    const collective_options& o, const std::function<std::vector<std::byte>()>& reduce_here,
+                    std::vector<std::byte>& result);
+/// Part r of every rank's partial (`bytes` on every rank, in as many equal parts as ranks)
+/// combined in rank order into `result` on rank r (`room`: the bytes each rank has for it).
+void reduce_scatter_over_ranks(world& w, std::size_t bytes, std::size_t room, const ringpipe::detail::element_op& op,
+                               const collective_options& o, const std::function<std::vector<std::byte>()>& reduce_here,
+                               std::vector<std::byte>& result);
+/// This rank's arrays combined on the host (empty: no arrays).
+template <class T>
+std::function<std::vector<std::byte>()> reduce_here(const std::vector<device_array<T>>& arrays, const reduction<T>& op,
+                                                    const collective_options& o) {
+  return [&arrays, &op, &o] {
+    std::vector<std::byte> partial(arrays.front().size() * sizeof(T));
+    reduce(arrays, std::span<T>(reinterpret_cast<T*>(partial.data()), arrays.front().size()), op, o);
+    return partial;
+  };
+}
 /// The arrays' contents back to back, through the host.
 template <class T>
 std::vector<std::byte> read_all(const std::vector<device_array<T>>& arrays, const collective_options& o) {
@@ -83,6 +105,30 @@ void all_reduce(world& w, const std::vector<device_array<T>>& arrays, const redu
   detail::combine_across_ranks(w, partial, erased, o);
   for (const auto& a : arrays)
     a.write(std::span<const T>(host), o.timeout);
+}
+
+/// `host` on `root` = the combination of every rank's arrays (all the same size), the same bits
+/// all_reduce gives; the other ranks pass an empty span. The operation needs a host form.
+template <class T>
+void reduce(world& w, int root, const std::vector<device_array<T>>& arrays, std::type_identity_t<std::span<T>> host,
+            const reduction<T>& op, const collective_options& o = {}) {
+  std::vector<std::byte> result;
+  detail::reduce_to_rank(w, root, arrays.empty() ? detail::no_arrays : detail::common_bytes(arrays), host.size_bytes(),
+                         ringpipe::detail::erase(op), o, detail::reduce_here(arrays, op, o), result);
+  if (!result.empty()) std::memcpy(host.data(), result.data(), result.size());
+}
+
+/// Every `out` array on rank r = part r of the combination of every rank's `in` arrays: each
+/// input (all the same size on every rank) holds as many equal parts as there are ranks, each the
+/// size of an output. The same bits all_reduce gives for that part.
+template <class T>
+void reduce_scatter(world& w, const std::vector<device_array<T>>& in, const std::vector<device_array<T>>& out,
+                    const reduction<T>& op, const collective_options& o = {}) {
+  std::vector<std::byte> result;
+  detail::reduce_scatter_over_ranks(w, in.empty() ? detail::no_arrays : detail::common_bytes(in),
+                                    out.empty() ? detail::no_arrays : detail::common_bytes(out),
+                                    ringpipe::detail::erase(op), o, detail::reduce_here(in, op, o), result);
+  detail::write_all(out, result, o);
 }
 
 /// Every array on every rank gets a copy of `root`'s first array (every array the same size).
