@@ -16,7 +16,7 @@
 #include <mpi.h>
 
 #include <atomic>
-#include <cstring>
+#include <bit>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,18 +172,26 @@ TEST_F(RankCoordination, AllReduceOverRanksGivesEveryArrayOnEveryRankTheSameResu
                                   "a reduction without a host form was combined across ranks");
 }
 
-// `count` arrays of `n` ints on device 0, element i of array a = base + 1000 * a + i.
-std::vector<device_array<int>> int_arrays(runtime& rt, std::size_t count, std::size_t n, int base) {
-  std::vector<device_array<int>> arrays;
+// `count` arrays of `n` T on device 0, element i of array a = value(a, i).
+template <class T, class Value>
+std::vector<device_array<T>> arrays_of(runtime& rt, std::size_t count, std::size_t n, Value value) {
+  std::vector<device_array<T>> arrays;
   for (std::size_t a = 0; a < count; ++a) {
-    device_array<int> x(rt, rt.device_at(0), n, "a" + std::to_string(a));
-    std::vector<int> v(n);
+    device_array<T> x(rt, rt.device_at(0), n, "a" + std::to_string(a));
+    std::vector<T> v(n);
     for (std::size_t i = 0; i < n; ++i)
-      v[i] = base + 1000 * static_cast<int>(a) + static_cast<int>(i);
-    x.write(std::span<const int>(v), 10s);
+      v[i] = value(a, i);
+    x.write(std::span<const T>(v), 10s);
     arrays.push_back(x);
   }
   return arrays;
+}
+
+// Element i of array a = base + 1000 * a + i.
+std::vector<device_array<int>> int_arrays(runtime& rt, std::size_t count, std::size_t n, int base) {
+  return arrays_of<int>(rt, count, n, [base](std::size_t a, std::size_t i) {
+    return base + 1000 * static_cast<int>(a) + static_cast<int>(i);
+  });
 }
 
 // Elements of `x` that differ from base + 1000 * a + i (for the arrays each rank gathers).
@@ -225,18 +233,18 @@ TEST_F(RankCoordination, BroadcastGatherAndAllGatherOverRanksMoveEveryRanksArray
   }
 }
 
-// `count` float arrays of `n` on device 0 whose sums depend on the order they are added in.
+// Float arrays whose sums depend on the order they are added in.
 std::vector<device_array<float>> float_arrays(runtime& rt, std::size_t count, std::size_t n, int rank) {
-  std::vector<device_array<float>> arrays;
-  for (std::size_t a = 0; a < count; ++a) {
-    device_array<float> x(rt, rt.device_at(0), n, "f" + std::to_string(a));
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i)
-      v[i] = 0.1f * static_cast<float>(i + 1) * static_cast<float>(rank + 1) + 1e-7f * static_cast<float>(a);
-    x.write(std::span<const float>(v), 10s);
-    arrays.push_back(x);
-  }
-  return arrays;
+  return arrays_of<float>(rt, count, n, [rank](std::size_t a, std::size_t i) {
+    return 0.1f * static_cast<float>(i + 1) * static_cast<float>(rank + 1) + 1e-7f * static_cast<float>(a);
+  });
+}
+
+// Whether `a` and `b` hold the same bits, element by element.
+bool same_bits(const float* a, const float* b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) return false;
+  return true;
 }
 
 TEST_F(RankCoordination, ReduceToOneRankAndReduceScatterOverRanksGiveAllReducesResult) {
@@ -280,10 +288,10 @@ TEST_F(RankCoordination, ReduceToOneRankAndReduceScatterOverRanksGiveAllReducesR
   mpi::reduce_scatter(w(), f, fout, reduction<float>::sum());
   fout.front().read(std::span<float>(part), 10s);
   if (me == 0) {
-    EXPECT_EQ(std::memcmp(reduced.data(), reference.data(), reduced.size() * sizeof(float)), 0)
+    EXPECT_TRUE(same_bits(reduced.data(), reference.data(), reduced.size()))
         << "reduce's result differs from all_reduce's";
   }
-  EXPECT_EQ(std::memcmp(part.data(), reference.data() + static_cast<std::size_t>(me) * m, m * sizeof(float)), 0)
+  EXPECT_TRUE(same_bits(part.data(), reference.data() + static_cast<std::size_t>(me) * m, m))
       << "reduce_scatter's part on rank " << me << " differs from all_reduce's";
 }
 
