@@ -60,12 +60,12 @@ struct barrier_options {
   std::chrono::nanoseconds timeout = std::chrono::seconds(10);
   /// Runs once per phase (its argument: the phase's number) on the thread of the last participant
   /// to arrive, before any is released. If it throws, the barrier fails with its message.
-  std::function<void(std::uint32_t phase)> on_phase;
+  std::function<void(std::uint32_t phase)> on_phase = nullptr;
   /// The first phase's number (tests of the 32-bit wrap).
   std::uint32_t first_phase = 0;
   /// Runs once, when the barrier fails, with its error (any thread; it must not block or call the
   /// barrier): for the layers above, such as a barrier over ranks that tells the other ranks.
-  std::function<void(const error&)> on_failure;
+  std::function<void(const error&)> on_failure = nullptr;
 };
 
 /// What arrive() returns and wait() takes.

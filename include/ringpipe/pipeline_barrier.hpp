@@ -13,6 +13,7 @@
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/pipeline.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,9 +51,19 @@ private:
   std::shared_ptr<slot> slot_;
 };
 
+/// How add_barrier builds its barrier in start(): which members take part in this process, and
+/// the barrier that joins them. Empty: every member, a ringpipe::barrier. The MPI component's
+/// mpi::add_barrier takes the members on this rank and joins them to the other ranks' with an
+/// mpi::rank_barrier (the returned pointer may share ownership with what holds the barrier).
+struct barrier_builder {
+  std::function<bool(const barrier_member&)> takes_part = nullptr;
+  std::function<std::shared_ptr<barrier>(std::vector<barrier_participant>, barrier_options)> build = nullptr;
+};
+
 /// Declares a barrier over `members` of `p` (before p.start()). Stage names are checked in
 /// start(): an unknown stage, a host stage given as a kernel, or a fused one is refused there,
 /// naming the pipeline, the barrier and the stage.
-pipeline_barrier add_barrier(pipeline& p, std::vector<barrier_member> members, barrier_options options = {});
+pipeline_barrier add_barrier(pipeline& p, std::vector<barrier_member> members, barrier_options options = {},
+                             barrier_builder builder = {});
 
 } // namespace ringpipe

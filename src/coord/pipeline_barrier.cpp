@@ -12,8 +12,9 @@ struct pipeline_barrier::slot {
   std::string pipeline, name;
   std::vector<barrier_member> members;
   barrier_options options;
+  barrier_builder builder;
   mutable std::mutex mutex;
-  std::unique_ptr<barrier> built; // after start()
+  std::shared_ptr<barrier> built; // after start()
 };
 
 barrier& pipeline_barrier::get() const {
@@ -24,12 +25,14 @@ barrier& pipeline_barrier::get() const {
   return *slot_->built;
 }
 
-pipeline_barrier add_barrier(pipeline& p, std::vector<barrier_member> members, barrier_options options) {
+pipeline_barrier add_barrier(pipeline& p, std::vector<barrier_member> members, barrier_options options,
+                             barrier_builder builder) {
   auto s = std::make_shared<pipeline_barrier::slot>();
   s->name = options.name;
   s->pipeline = p.name();
   s->members = std::move(members);
   s->options = std::move(options);
+  s->builder = std::move(builder);
   if (s->members.empty())
     throw error(errc::invalid_argument, "barrier '" + s->name + "' needs at least one participant");
   for (const auto& m : s->members)
@@ -37,6 +40,7 @@ pipeline_barrier add_barrier(pipeline& p, std::vector<barrier_member> members, b
   p.on_kernels_built([s](const built_kernels& kernels) {
     std::vector<barrier_participant> participants;
     for (const auto& m : s->members) {
+      if (s->builder.takes_part && !s->builder.takes_part(m)) continue;
       if (!m.seat_arg) {
         participants.emplace_back(m.name);
         continue;
@@ -47,9 +51,10 @@ pipeline_barrier add_barrier(pipeline& p, std::vector<barrier_member> members, b
         throw error(e.code(), "barrier '" + s->name + "': " + e.what());
       }
     }
-    std::unique_ptr<barrier> b;
+    std::shared_ptr<barrier> b;
     try {
-      b = std::make_unique<barrier>(std::move(participants), s->options);
+      b = s->builder.build ? s->builder.build(std::move(participants), s->options)
+                           : std::make_shared<barrier>(std::move(participants), s->options);
     } catch (const error& e) {
       const std::string what = e.what(), label = "barrier '" + s->name + "'";
       throw error(e.code(), what.rfind(label, 0) == 0 ? what : label + ": " + what);

@@ -7,8 +7,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <list>
 #include <mutex>
+#include <utility>
 
 namespace ringpipe::mpi {
 
@@ -77,13 +79,32 @@ struct rank_barrier::exchange {
   }
 };
 
-rank_barrier::rank_barrier(world& w, std::vector<barrier_participant> participants, barrier_options options)
-    : exchange_(std::make_shared<exchange>(w, options.name, options.timeout, options.first_phase)) {
-  {
-    std::lock_guard lock(w.lock());
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &exchange_->comm) != MPI_SUCCESS)
-      throw error(errc::remote_failed, "rank barrier '" + options.name + "': MPI_Comm_dup failed");
+struct rank_barrier::channel::state {
+  MPI_Comm comm = MPI_COMM_NULL;
+  world* w = nullptr;
+  ~state() {
+    if (comm == MPI_COMM_NULL) return; // taken by a barrier
+    std::lock_guard lock(w->lock());
+    MPI_Comm_free(&comm);
   }
+};
+
+rank_barrier::channel::channel(world& w, std::string_view name) : s(std::make_shared<state>()) {
+  s->w = &w;
+  std::lock_guard lock(w.lock());
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &s->comm) != MPI_SUCCESS)
+    throw error(errc::remote_failed, "rank barrier '" + std::string(name) + "': MPI_Comm_dup failed");
+}
+
+rank_barrier::rank_barrier(world& w, std::vector<barrier_participant> participants, barrier_options options)
+    : rank_barrier(w, channel(w, options.name), std::move(participants), std::move(options)) {}
+
+rank_barrier::rank_barrier(world& w, const channel& c, std::vector<barrier_participant> participants,
+                           barrier_options options)
+    : exchange_(std::make_shared<exchange>(w, options.name, options.timeout, options.first_phase)) {
+  if (c.s->comm == MPI_COMM_NULL)
+    throw error(errc::invalid_argument, "rank barrier '" + options.name + "': its channel served a barrier already");
+  exchange_->comm = std::exchange(c.s->comm, MPI_COMM_NULL);
   auto user = std::move(options.on_phase);
   std::weak_ptr<exchange> ex = exchange_;
   options.on_phase = [ex, user](std::uint32_t phase) {
@@ -116,6 +137,39 @@ rank_barrier::~rank_barrier() {
   }
   std::lock_guard lock(e.w.lock());
   MPI_Comm_free(&e.comm);
+}
+
+pipeline_barrier add_barrier(world& w, pipeline& p, std::vector<barrier_member> members, barrier_options options) {
+  barrier_builder builder;
+  // The rank of a member (-1: a host member, on every rank), known once the pipeline's ranks are.
+  const auto rank_of = [&p](const barrier_member& m) { return m.seat_arg ? p.rank_of(m.name) : -1; };
+  builder.takes_part = [&w, rank_of](const barrier_member& m) {
+    const int r = rank_of(m);
+    return r < 0 || r == w.rank();
+  };
+  // Opened now, as every rank declares the barrier: start() then makes no collective call that a
+  // rank whose part failed to start would never make.
+  const rank_barrier::channel channel(w, options.name);
+  builder.build = [&w, members, rank_of, channel](std::vector<barrier_participant> here, barrier_options o) {
+    // A rank with no member would never arrive: refused alike on every rank (each knows them all).
+    std::vector<bool> has(static_cast<std::size_t>(w.size()), false);
+    for (const auto& m : members) {
+      const int r = rank_of(m);
+      if (r < 0)
+        std::fill(has.begin(), has.end(), true);
+      else
+        has[static_cast<std::size_t>(r)] = true;
+    }
+    std::string none;
+    for (std::size_t r = 0; r < has.size(); ++r)
+      if (!has[r]) none += (none.empty() ? "rank " : ", rank ") + std::to_string(r);
+    if (!none.empty())
+      throw error(errc::invalid_pipeline, none + " would hold none of its members, and never arrive (a host member "
+                                                 "takes part on every rank)");
+    auto joined = std::make_shared<rank_barrier>(w, channel, std::move(here), std::move(o));
+    return std::shared_ptr<barrier>(joined, &joined->local()); // the rank barrier owns its part
+  };
+  return add_barrier(p, std::move(members), std::move(options), std::move(builder));
 }
 
 } // namespace ringpipe::mpi

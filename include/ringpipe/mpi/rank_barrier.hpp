@@ -15,16 +15,29 @@
 
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/mpi/world.hpp>
+#include <ringpipe/pipeline_barrier.hpp>
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 namespace ringpipe::mpi {
 
 class rank_barrier {
 public:
+  /// The communicator a rank barrier meets the other ranks on. Opening one is collective (every
+  /// rank, in the same order as its other rank barriers); a barrier built later on it, where not
+  /// every rank is sure to get at the same time (a pipeline's start()), then needs no collective.
+  class channel {
+  public:
+    struct state;
+    explicit channel(world& w, std::string_view name);
+    std::shared_ptr<state> s;
+  };
   /// `options.on_phase`, if any, runs after the ranks have met, on one thread of each rank.
   rank_barrier(world& w, std::vector<barrier_participant> participants, barrier_options options = {});
+  /// On `c`, opened beforehand (taken over: a channel serves one barrier).
+  rank_barrier(world& w, const channel& c, std::vector<barrier_participant> participants, barrier_options options = {});
   /// Waits (at most the barrier's timeout) for its exchanges still under way, then leaves.
   ~rank_barrier();
   rank_barrier(const rank_barrier&) = delete;
@@ -46,5 +59,16 @@ private:
   std::shared_ptr<exchange> exchange_; // shared with the barrier's completion and failure hooks
   std::unique_ptr<barrier> local_;
 };
+
+/// A barrier over the members of a pipeline split over ranks (distributed_pipeline): a kernel
+/// stage takes part on the rank it is placed on, a host member on every rank (each rank's thread
+/// of that name arrives). Every rank declares it alike, as it declares the pipeline; start()
+/// builds each rank's part as a rank_barrier, so no member on any rank starts phase k+1 before
+/// every member on every rank finished phase k. A rank none of whose members would be there is
+/// refused in start() on every rank alike (give the barrier a host member: one on every rank).
+///
+///   auto step = mpi::add_barrier(w, p, {barrier_member::stage("left", 1),
+///                                       barrier_member::stage("right", 1), "driver"});
+pipeline_barrier add_barrier(world& w, pipeline& p, std::vector<barrier_member> members, barrier_options options = {});
 
 } // namespace ringpipe::mpi
