@@ -181,6 +181,23 @@ TEST_F(PipelineTest, StagesOnAnyRankAreSharedOutAlongTheStream) {
   EXPECT_EQ(ranks_of(*make({1, 3}, 2)), (std::vector<int>{0, 0, 1, 1, 1, 1, 1, 1}));
   EXPECT_EQ(ranks_of(*make({2, 0, 2}, 3)), (std::vector<int>{0, 0, 0, 2, 2, 2, 2, 2}));
   EXPECT_EQ(ranks_of(*make({1, 1, 1, 1}, 4)), (std::vector<int>{0, 0, 1, 2, 2, 2, 3, 3}));
+  // Costs: a kernel three times the others' takes rank 0 alone; one five times the others' takes
+  // rank 1 alone; over three ranks (k0 | k1, farm | k3 by count), a farm six times the others'
+  // takes rank 1 alone (a farm by its name).
+  auto heavy = make({}, 2);
+  heavy->set_cost("k0", 3);
+  EXPECT_EQ(ranks_of(*heavy), (std::vector<int>{0, 0, 1, 1, 1, 1, 1, 1}));
+  auto heavy_end = make({}, 2);
+  heavy_end->set_cost("k3", 5);
+  EXPECT_EQ(ranks_of(*heavy_end), (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1}));
+  auto heavy_farm = make({}, 3);
+  EXPECT_EQ(ranks_of(*heavy_farm), (std::vector<int>{0, 0, 1, 1, 1, 1, 2, 2}));
+  heavy_farm->set_cost("farm", 6);
+  EXPECT_EQ(ranks_of(*heavy_farm), (std::vector<int>{0, 0, 0, 1, 1, 1, 2, 2}));
+  expect_error([&] { heavy->set_cost("check", 2); }, make_error_code(errc::invalid_argument),
+               {"stage 'check' is not a kernel stage"}, "a host stage's cost was taken");
+  expect_error([&] { heavy->set_cost("k1", 0); }, make_error_code(errc::invalid_argument),
+               {"stage 'k1'", "a cost must be a positive number"}, "a zero cost was taken");
   // A stage placed by hand stays; a mismatched weight list is refused.
   auto fixed = make({}, 2);
   fixed->on_rank("k3", 0);

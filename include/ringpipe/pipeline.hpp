@@ -201,6 +201,10 @@ public:
   /// Stages not placed run on rank 0.
   void on_rank(const std::string& stage, int rank);
   template <class In, class Out> void on_rank(stage_ref<In, Out> stage, int rank) { on_rank_id(stage.id, rank); }
+  /// How much work kernel stage `stage` is beside the others (default 1; a farm by its name: the
+  /// farm's, shared among its replicas, one each by default), for sharing the stages on any_rank
+  /// out over the ranks: each rank gets a run of the stream whose cost matches its weight.
+  void set_cost(const std::string& stage, double cost);
   /// This process is rank `rank` of `ranks`: start() runs only the stages placed on it, with a
   /// port for each connection to another rank. Called by the code that joins the processes.
   /// `weights` (per rank, the same on every rank; empty: equal) share out the stages on any_rank.

@@ -29,7 +29,8 @@ struct stage_decl {
   // A farm's dealer and merger share its ledger; the dealer keeps the options.
   std::shared_ptr<farm_ledger> farm;
   farm_options farm_opts;
-  int rank = 0; // the process it runs on (pipeline::on_rank)
+  int rank = 0;      // the process it runs on (pipeline::on_rank)
+  double cost = 1.0; // its share of the work, for placing kernels on any_rank (pipeline::set_cost)
 
   std::string in_port() const { return name + ".in"; }
   std::string out_port() const { return name + ".out"; }

@@ -1,5 +1,6 @@
 // Ranks for the stages placed on any_rank: kernels (a farm whole) spread over the ranks in
-// contiguous runs along the stream, in proportion to each rank's weight (its devices); host stages
+// contiguous runs along the stream, the runs' costs (pipeline::set_cost; 1 per kernel by default)
+// in proportion to each rank's weight (its devices); host stages
 // join the rank of a stage they exchange messages with. Deterministic: every rank computes the
 // same placement from the same declaration and weights, without exchanging it.
 
@@ -55,17 +56,27 @@ void place_on_ranks(graph& g, int ranks, const std::vector<double>& weights) {
   const double total = std::accumulate(w.begin(), w.end(), 0.0);
   const auto order = stream_order(g);
 
-  // Compute groups (kernels, farms) in stream order, each once.
+  // Compute groups (kernels, farms) in stream order, each once, with their kernels' costs.
   std::vector<std::string> groups;
+  std::vector<double> costs;
   for (const auto i : order) {
     const auto& s = g.stages[i];
     if (s.rank != any_rank || !(s.is_kernel() || s.kind == stage_kind::dealer)) continue;
-    if (const auto name = group_of(g, i); std::find(groups.begin(), groups.end(), name) == groups.end())
+    const auto name = group_of(g, i);
+    auto at = std::find(groups.begin(), groups.end(), name);
+    if (at == groups.end()) {
       groups.push_back(name);
+      costs.push_back(0);
+      at = groups.end() - 1;
+    }
+    if (s.is_kernel()) costs[static_cast<std::size_t>(at - groups.begin())] += s.cost;
   }
-  // Group k goes to the rank whose share of the total weight holds the middle of its run.
+  const double all = std::accumulate(costs.begin(), costs.end(), 0.0);
+  // Group k goes to the rank whose share of the total weight holds the middle of its run of cost.
+  double before = 0;
   for (std::size_t k = 0; k < groups.size(); ++k) {
-    const double at = (static_cast<double>(k) + 0.5) / static_cast<double>(groups.size()) * total;
+    const double at = (before + costs[k] / 2) / all * total;
+    before += costs[k];
     int rank = 0;
     for (double below = w[0]; rank + 1 < ranks && below <= at;) // `below`: the weight of ranks 0 to `rank`
       below += w[static_cast<std::size_t>(++rank)];

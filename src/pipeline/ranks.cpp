@@ -4,6 +4,7 @@
 #include "pipeline_impl.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace ringpipe {
@@ -101,6 +102,28 @@ void pipeline::on_rank(const std::string& stage, int rank) {
     throw error(errc::invalid_argument, "stage '" + stage + "': rank " + std::to_string(rank) + " < 0");
   for (const auto id : ids)
     def(id).rank = rank;
+}
+
+void pipeline::set_cost(const std::string& stage, double cost) {
+  auto& g = impl_->g;
+  const std::string what = "pipeline '" + name() + "': stage '" + stage + "'";
+  if (impl_->run) throw error(errc::invalid_pipeline, what + ": its cost set after start()");
+  if (!(cost > 0) || !std::isfinite(cost))
+    throw error(errc::invalid_argument, what + ": a cost must be a positive number, not " + std::to_string(cost));
+  std::vector<std::size_t> replicas; // a farm's kernels ("name@k" beside "name:deal")
+  const bool farm = std::any_of(g.stages.begin(), g.stages.end(),
+                                [&](const detail::stage_decl& s) { return s.name == stage + ":deal"; });
+  for (std::size_t i = 0; farm && i < g.stages.size(); ++i)
+    if (g.stages[i].name.rfind(stage + "@", 0) == 0 && g.stages[i].is_kernel()) replicas.push_back(i);
+  if (replicas.empty()) {
+    auto& s = def(g.find(stage));
+    if (!s.is_kernel())
+      throw error(errc::invalid_argument, what + " is not a kernel stage: only kernels are placed by cost");
+    s.cost = cost;
+    return;
+  }
+  for (const auto i : replicas)
+    def(i).cost = cost / static_cast<double>(replicas.size());
 }
 
 void pipeline::on_rank_id(std::size_t stage, int rank) {
