@@ -311,6 +311,46 @@ TEST_F(BarrierKernels, MixedWithABatchedKernelOnRusticlArrivingThroughTheHost) {
   EXPECT_EQ(batched.stats().launches, phases + 1) << "one launch per phase, and one to end";
 }
 
+// One kernel source for both kinds of device (rp_barrier_next): test_phases_any waits on its seat
+// on PoCL and, given a null seat on rusticl, arrives through the host, beside a host thread.
+TEST_F(BarrierKernels, OneKernelSourceWaitsOnItsSeatOnPoclAndArrivesThroughTheHostOnRusticl) {
+  const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
+  RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (RUSTICL_ENABLE=llvmpipe)");
+  const auto d0 = two_pocl().first;
+  RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
+  constexpr std::uint32_t phases = 300;
+  const kernel_spec spec(test_phases_source(), "test_phases_any");
+  ring_kernel<no_message, phase_message> on_pocl(rt(), *d0, spec), on_rusticl(rt(), topo()[*rusticl], spec);
+  on_pocl.set_arg(1, phases);
+  on_rusticl.set_arg(1, phases);
+  ring<phase_message> from_pocl(*d0, 16, {"from_pocl"}), from_rusticl(16);
+  std::uint32_t completions = 0, errors = 0;
+  barrier_options options;
+  options.name = "one-source";
+  options.timeout = 60s;                    // llvmpipe compiles the kernel at its first launch
+  options.on_phase = [&](std::uint32_t p) { // each kernel emitted phase p, once, before arriving
+    for (auto* emitted : {&from_pocl, &from_rusticl}) {
+      phase_message got{};
+      if (!emitted->try_pop(got) || got.phase != p || emitted->try_pop(got)) ++errors;
+    }
+    ++completions;
+  };
+  barrier b({{on_pocl, 0, "pocl"}, {on_rusticl, 0, "rusticl"}, "host"}, options);
+  on_pocl.start(from_pocl);
+  on_rusticl.start(from_rusticl);
+  for (std::uint32_t p = 0; p < phases; ++p)
+    b.arrive_and_wait(b.participant("host"));
+  on_pocl.wait(60s);
+  on_rusticl.wait(60s);
+  EXPECT_EQ(errors, 0u) << "a kernel ran a phase early, late or twice";
+  EXPECT_EQ(completions, phases);
+  EXPECT_EQ(on_pocl.stats().launches, 1u) << "the PoCL kernel left its loop instead of waiting on its seat";
+  EXPECT_EQ(on_rusticl.stats().launches, phases + 1) << "one launch per phase, and one to end";
+  const auto stats = b.stats();
+  EXPECT_TRUE(stats.participants[0].on_device);
+  EXPECT_EQ(stats.participants[1].arrivals, phases);
+}
+
 // A kernel held between launches learns of a timeout at once, naming the one that did not come.
 TEST_F(BarrierKernels, ABatchedKernelOnRusticlLeavesWhenItsBarrierTimesOut) {
   const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);

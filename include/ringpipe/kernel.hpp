@@ -231,6 +231,8 @@ public:
   /// Throws errc::invalid_argument if any of the kernel's own arguments is not set (start() checks
   /// this too; a pipeline checks every kernel before it starts any).
   void check_arguments() const;
+  /// Whether own argument `index` exists and is not set yet.
+  bool argument_unset(unsigned index) const;
 
   /// Starts on untyped rings (for the pipeline layer; slot sizes are still checked).
   void start_buffers(std::shared_ptr<ring_buffer> in, std::shared_ptr<ring_buffer> out) {

@@ -189,10 +189,14 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
     auto* k = participants[i].kernel();
     if (k == nullptr) continue;
     s.has_kernels = true;
-    if (detail::waits_on_device(*k))
+    if (detail::waits_on_device(*k)) {
       k->set_arg_svm(participants[i].seat_arg(), &s.seat(i));
-    else
+    } else {
+      // A null seat: rp_barrier_next arrives through the host (a kernel written for the relay
+      // alone may use that argument for something else, set already).
+      if (k->argument_unset(participants[i].seat_arg())) k->set_arg(participants[i].seat_arg(), cl_mem{nullptr});
       k->set_launch_gate(std::make_shared<state::relay_gate>(s_, i));
+    }
     // The kernel keeps the words alive while it may still read them; the barrier's state may be
     // gone by the time it exits.
     k->on_exit([words = s.words, weak = std::weak_ptr<state>(s_), i](kernel_state, const std::exception_ptr& failure) {

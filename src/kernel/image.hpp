@@ -36,6 +36,8 @@ public:
   void set_arg_svm(unsigned index, void* pointer);
   /// Throws errc::invalid_argument, naming them, if any of the kernel's own arguments is unset.
   void check_args_set() const;
+  /// Whether own argument `index` exists and nothing set it yet.
+  bool arg_unset(unsigned index) const { return index < own_args_set_.size() && !own_args_set_[index]; }
   /// Drops every OpenCL object.
   void release() noexcept;
 

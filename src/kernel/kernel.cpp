@@ -56,6 +56,8 @@ ring_kernel_base::~ring_kernel_base() {
 
 void ring_kernel_base::check_arguments() const { proxy_->check_args_set(); }
 
+bool ring_kernel_base::argument_unset(unsigned index) const { return proxy_->arg_unset(index); }
+
 void ring_kernel_base::set_arg_bytes(unsigned index, const void* value, std::size_t size) {
   if (proxy_->started()) throw error(errc::invalid_argument, "kernel '" + name() + "': set_arg after start()");
   proxy_->set_arg(index, value, size);

@@ -29,6 +29,7 @@ public:
   // ---- caller's thread ----
   void set_arg(unsigned index, const void* value, std::size_t size) { image_->set_arg(index, value, size); }
   void check_args_set() const { image_->check_args_set(); }
+  bool arg_unset(unsigned index) const { return image_->arg_unset(index); }
   void set_arg_svm(unsigned index, void* pointer) { image_->set_arg_svm(index, pointer); }
   void keep_alive(std::shared_ptr<const void> owner) { kept_alive_.push_back(std::move(owner)); }
   void on_exit(std::function<void(kernel_state, std::exception_ptr)> fn) { on_exit_.push_back(std::move(fn)); }

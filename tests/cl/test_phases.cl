@@ -51,6 +51,32 @@ void test_phases_relayed(RINGPIPE_KERNEL_PARAMS, __global uint* phase, uint phas
   rp_end(ctl, RP_STATE_PARKED);
 }
 
+// One source for every device (rp_barrier_next): each phase emits its number, kept in the
+// kernel's state, so that a kernel relaunched for each phase (no seat: the host relays) goes on
+// from it, and one waiting on its seat loops. With no room for its message it ends the launch
+// (the tests pop every phase's message, so it never does).
+RP_DECLARE_KERNEL_STATE(test_phases_any, 0, 16, RP_KIND_RAW, 4)
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void test_phases_any(RINGPIPE_KERNEL_PARAMS, __global uint* phase, __global rp_barrier_seat* seat, uint phases) {
+  rp_begin(ctl);
+  for (;;) {
+    if (*phase == phases) {
+      rp_close(out);
+      rp_end(ctl, RP_STATE_STOPPED);
+      return;
+    }
+    uint head;
+    if (rp_push_space(out, &head) == 0) { rp_end(ctl, RP_STATE_PARKED); return; }
+    __global rp_phase_msg* m = RP_SLOT(out, rp_phase_msg, head);
+    m->phase = *phase;
+    rp_push_commit(out, head + 1);
+    rp_count(ctl, 0, 1);
+    *phase += 1;
+    const uint why = rp_barrier_next(seat, ctl);
+    if (why != RP_BARRIER_RELEASED) { rp_end(ctl, rp_barrier_leave(ctl, why)); return; }
+  }
+}
+
 // A phased pipeline stage: phase k takes message k from its input, emits it with k and `tag`,
 // then meets the barrier's other members; at the end of its input it closes its output. Its seat
 // is its own argument 1 (argument 0, `tag`, comes from kernel_spec::args).
