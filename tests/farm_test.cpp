@@ -81,6 +81,25 @@ TEST_F(Farm, OrderedEveryItemOnceInOrderWithSteals) {
     EXPECT_GT(deal.steals, 0u) << m.table();
     EXPECT_GE(deal.stolen, deal.steals);
   }
+  EXPECT_NE(m.table().find("replica queues max/mean 1.00"), std::string::npos) << "all drained\n" << m.table();
+}
+
+// max/mean of the replicas' queues, from the rows of a snapshot.
+TEST(FarmMetrics, ImbalanceIsTheFullestReplicaQueueOverTheMean) {
+  pipeline_metrics m;
+  const auto row = [](std::string name, stage_kind kind, std::uint32_t fill) {
+    stage_metrics s;
+    s.name = std::move(name), s.kind = kind, s.queue_fill = fill;
+    return s;
+  };
+  m.stages = {row("work:deal", stage_kind::dealer, 50), row("work@0", stage_kind::kernel, 30),
+              row("work@1", stage_kind::kernel, 10),    row("work@2", stage_kind::kernel, 20),
+              row("work:merge", stage_kind::merger, 7), row("workload", stage_kind::kernel, 900)};
+  EXPECT_DOUBLE_EQ(m.farm_imbalance("work"), 1.5); // 30 over a mean of 20
+  EXPECT_DOUBLE_EQ(m.farm_imbalance("nothing"), 1.0);
+  for (auto& s : m.stages)
+    s.queue_fill = 0;
+  EXPECT_DOUBLE_EQ(m.farm_imbalance("work"), 1.0) << "nothing queued is even";
 }
 
 TEST_F(Farm, UnorderedEveryItemOnce) {

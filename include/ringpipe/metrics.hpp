@@ -95,6 +95,9 @@ struct pipeline_metrics {
   const stage_metrics* stage(std::string_view name) const noexcept;
   /// The row of the link from port `from` ("a.out") to port `to` ("b.in"), or null.
   const link_metrics* link(std::string_view from, std::string_view to) const noexcept;
+  /// How unevenly farm `farm`'s replicas are loaded now: the most items queued for one replica
+  /// over the mean (1: even, or nothing queued, or no such farm). Stealing keeps it near 1.
+  double farm_imbalance(std::string_view farm) const noexcept;
   /// A fixed-width table, one row per stage and per link.
   std::string table() const;
   std::string json() const;

@@ -54,6 +54,20 @@ const stage_metrics* pipeline_metrics::stage(std::string_view name) const noexce
   return nullptr;
 }
 
+double pipeline_metrics::farm_imbalance(std::string_view farm) const noexcept {
+  double most = 0, sum = 0, replicas = 0;
+  for (const auto& s : stages) {
+    const std::string_view n = s.name;
+    if (s.kind != stage_kind::kernel || n.size() <= farm.size() + 1 || n.substr(0, farm.size()) != farm ||
+        n[farm.size()] != '@')
+      continue;
+    most = std::max(most, static_cast<double>(s.queue_fill));
+    sum += s.queue_fill;
+    ++replicas;
+  }
+  return sum > 0 ? most / (sum / replicas) : 1.0;
+}
+
 const link_metrics* pipeline_metrics::link(std::string_view from, std::string_view to) const noexcept {
   for (const auto& l : links)
     if (l.from == from && l.to == to) return &l;
@@ -71,8 +85,9 @@ std::string pipeline_metrics::table() const {
   }
   for (const auto& s : stages)
     if (s.kind == stage_kind::dealer)
-      t += format("farm %s: %llu steals moved %llu items between replica queues\n", s.name.c_str(),
-                  static_cast<unsigned long long>(s.steals), static_cast<unsigned long long>(s.stolen));
+      t += format("farm %s: %llu steals moved %llu items between replica queues; replica queues max/mean %.2f\n",
+                  s.name.c_str(), static_cast<unsigned long long>(s.steals), static_cast<unsigned long long>(s.stolen),
+                  farm_imbalance(std::string_view(s.name).substr(0, s.name.size() - 5))); // less ":deal"
   t += format("\n%-24s %-24s %-8s %12s %14s %10s %10s\n", "link from", "to", "kind", "messages", "bytes", "batches",
               "high-water");
   for (const auto& l : links) {
