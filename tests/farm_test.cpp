@@ -150,7 +150,7 @@ TEST_F(Farm, StopMidStreamCountsWhatTheFarmHolds) {
   EXPECT_EQ(delivered.load() + report.undelivered + report.lost, generated.load())
       << report.text() << "; generated " << generated.load() << ", delivered " << delivered.load();
   EXPECT_NE(report.text().find("(held by the stage)"), std::string::npos) << report.text();
-  EXPECT_LE(report.undelivered, 2u * (4096 + 256) * topo().size() + 2u * 256 * topo().size() + 64)
+  EXPECT_LE(report.undelivered, std::size_t{2} * (4096 + 256) * topo().size() + std::size_t{512} * topo().size() + 64)
       << "the farm held more than its window: " << report.text();
 }
 
