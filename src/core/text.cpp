@@ -30,6 +30,15 @@ std::string amount(std::uint64_t n, std::string_view unit) {
   return joined(*prefix ? digits : std::to_string(n), prefix, n == 1 && unit == "msgs" ? "msg" : unit);
 }
 
+std::string dot_quoted(std::string_view s) {
+  std::string q = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return q + "\"";
+}
+
 std::string rate(double per_s, std::string_view unit) {
   const auto [digits, prefix] = scaled(per_s > 0 ? per_s : 0);
   return joined(digits, prefix, unit) + "/s";

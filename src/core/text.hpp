@@ -1,6 +1,7 @@
 #pragma once
 // Text for people: counts and rates with three significant digits and a decimal prefix
-// ("1.23 M msgs", "833 MB/s"), printf into a string, and table cells clipped to their width.
+// ("1.23 M msgs", "833 MB/s"), printf into a string, table cells clipped to their width, and
+// Graphviz strings.
 
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,9 @@ std::string format(const char* fmt, auto... args) {
   std::snprintf(buf, sizeof buf, fmt, args...);
   return buf;
 }
+
+/// `s` as a Graphviz quoted string (quotes and backslashes escaped, newlines as \n).
+std::string dot_quoted(std::string_view s);
 
 /// `s` cut to `n` characters, its last one a '~' when cut.
 inline std::string clip(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n - 1) + "~"; }

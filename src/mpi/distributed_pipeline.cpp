@@ -153,10 +153,7 @@ void distributed_pipeline::exchange_counts(distributed_stop_report& report,
 
 std::string distributed_pipeline::dot(std::chrono::nanoseconds timeout) {
   const auto id = [](int rank, const std::string& node) { // a node id as dot_part writes it, quoted
-    std::string q = "\"r" + std::to_string(rank) + "/";
-    for (const char c : node)
-      q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-    return q + "\"";
+    return ringpipe::detail::dot_quoted("r" + std::to_string(rank) + "/" + node);
   };
   std::string part = pipeline_.dot_part("r" + std::to_string(world_.rank()) + "/");
   const auto stats = link_stats();

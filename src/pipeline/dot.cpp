@@ -18,15 +18,7 @@ namespace ringpipe {
 namespace {
 
 using detail::amount;
-
-std::string quoted(std::string_view s) {
-  std::string q = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') q += '\\';
-    q += c == '\n' ? std::string("\\n") : std::string(1, c);
-  }
-  return q + "\"";
-}
+using detail::dot_quoted;
 
 std::string stage_label(const pipeline_plan::stage& s, const stage_metrics* m) {
   std::string label = s.name + "\n";
@@ -55,7 +47,8 @@ std::string pipeline::dot() const {
 
 std::string pipeline::dot_header(const std::string& graph, std::string title) {
   title += "\nlinks: solid direct (shared memory), dashed staged (copied through host memory), dotted fused";
-  return "digraph " + quoted(graph) + " {\n  rankdir=LR; labelloc=t; fontname=\"Helvetica\"; label=" + quoted(title) +
+  return "digraph " + dot_quoted(graph) +
+         " {\n  rankdir=LR; labelloc=t; fontname=\"Helvetica\"; label=" + dot_quoted(title) +
          ";\n  node [shape=box, style=\"rounded,filled\", fillcolor=white, fontname=\"Helvetica\", fontsize=11];\n"
          "  edge [fontname=\"Helvetica\", fontsize=9];\n";
 }
@@ -76,7 +69,7 @@ std::string pipeline::dot_part(const std::string& prefix) const {
   if (impl_->ranks != 0) {
     std::string label = "rank " + std::to_string(impl_->rank);
     if (!plan.objective.empty()) label += ", objective " + plan.objective;
-    out << "  subgraph cluster_" << tag << "rank {\n    label=" << quoted(label) << "; style=dashed;\n";
+    out << "  subgraph cluster_" << tag << "rank {\n    label=" << dot_quoted(label) << "; style=dashed;\n";
   }
   std::size_t cluster = 0;
   for (const auto& [device, stages] : groups) {
@@ -84,11 +77,12 @@ std::string pipeline::dot_part(const std::string& prefix) const {
                               : *device < devices.size() ? devices[*device].label()
                                                          : "device #" + std::to_string(*device) + " (not present)";
     out << indent << "subgraph cluster_" << tag << cluster++ << " {\n"
-        << indent << "  label=" << quoted(where)
+        << indent << "  label=" << dot_quoted(where)
         << "; style=\"rounded,filled\"; fillcolor=" << (device ? "\"#e8f0fe\"" : "\"#f3f3f3\"") << ";\n";
     for (const auto* s : stages) {
       const bool port = s->kind == stage_kind::inlet || s->kind == stage_kind::outlet;
-      out << indent << "  " << quoted(prefix + s->name) << " [label=" << quoted(stage_label(*s, running.stage(s->name)))
+      out << indent << "  " << dot_quoted(prefix + s->name)
+          << " [label=" << dot_quoted(stage_label(*s, running.stage(s->name)))
           << (s->kind == stage_kind::kernel ? ", shape=box3d, style=filled, fillcolor=\"#c6dafc\"" : "")
           << (port ? ", shape=cds" : "") << "];\n";
     }
@@ -104,8 +98,8 @@ std::string pipeline::dot_part(const std::string& prefix) const {
     const char* style = l.kind == link_kind::staged  ? ", style=dashed, color=\"#b06000\""
                         : l.kind == link_kind::fused ? ", style=dotted"
                                                      : "";
-    out << "  " << quoted(prefix + stage_of(l.from)) << " -> " << quoted(prefix + stage_of(l.to))
-        << " [label=" << quoted(label) << style << "];\n";
+    out << "  " << dot_quoted(prefix + stage_of(l.from)) << " -> " << dot_quoted(prefix + stage_of(l.to))
+        << " [label=" << dot_quoted(label) << style << "];\n";
   }
   return out.str();
 }

@@ -53,17 +53,31 @@ struct live_view::state {
   }
   std::string now_text(std::optional<double> r) const { return r ? detail::rate(*r, "msgs") : "-"; }
 
+  // A link's messages and bytes per second since the snapshot drawn before (none without one),
+  // and its messages per second since the pipeline started.
+  struct link_rates {
+    std::optional<double> now, bytes;
+    double average = 0;
+  };
+  link_rates rates_of(const link_metrics& l, const pipeline_metrics& m, double dt) const {
+    link_rates r;
+    if (const link_metrics* b = before ? before->link(l.from, l.to) : nullptr) {
+      r.now = rate_since(l.messages, b->messages, dt);
+      r.bytes = rate_since(l.bytes, b->bytes, dt);
+    }
+    r.average = m.elapsed_s > 0 ? static_cast<double>(l.messages) / m.elapsed_s : 0;
+    return r;
+  }
+
   std::string draw_table(const pipeline_metrics& m, double dt) const {
     std::string t = format("\x1b[1m%s\x1b[0m  %.1f s\n", options.title.c_str(), m.elapsed_s);
     t += format("%-36s %-7s %-15s %-15s %-12s %s\n", "link", "kind", "now", "average", "bytes/s", "messages");
     for (const auto& l : m.links) {
-      const link_metrics* b = before ? before->link(l.from, l.to) : nullptr;
-      const auto now = b ? rate_since(l.messages, b->messages, dt) : std::nullopt;
-      const auto bytes = b ? rate_since(l.bytes, b->bytes, dt) : std::nullopt;
-      const double avg = m.elapsed_s > 0 ? static_cast<double>(l.messages) / m.elapsed_s : 0;
+      const auto r = rates_of(l, m, dt);
       t += format("%-36s %-7s %-15s %-15s %-12s %s\n", clip(link_name(l), 36).c_str(),
-                  std::string(to_string(l.kind)).c_str(), now_text(now).c_str(), detail::rate(avg, "msgs").c_str(),
-                  bytes ? detail::rate(*bytes, "B").c_str() : "-", detail::amount(l.messages, "").c_str());
+                  std::string(to_string(l.kind)).c_str(), now_text(r.now).c_str(),
+                  detail::rate(r.average, "msgs").c_str(), r.bytes ? detail::rate(*r.bytes, "B").c_str() : "-",
+                  detail::amount(l.messages, "").c_str());
     }
     t += format("%-24s %-12s %-15s %-15s %s\n", "stage", "state", "in now", "out now", "input queue");
     for (const auto& s : m.stages) {
@@ -84,11 +98,10 @@ struct live_view::state {
     std::string t;
     const std::string prefix = format("%s [%.1f s] ", options.title.c_str(), m.elapsed_s);
     for (const auto& l : m.links) {
-      const link_metrics* b = before ? before->link(l.from, l.to) : nullptr;
-      const auto now = b ? rate_since(l.messages, b->messages, dt) : std::nullopt;
-      const double avg = m.elapsed_s > 0 ? static_cast<double>(l.messages) / m.elapsed_s : 0;
-      t += prefix + link_name(l) + " " + std::string(to_string(l.kind)) + ": " + (now ? now_text(now) + " now, " : "") +
-           detail::rate(avg, "msgs") + " average, " + detail::amount(l.messages, "msgs") + "\n";
+      const auto r = rates_of(l, m, dt);
+      t += prefix + link_name(l) + " " + std::string(to_string(l.kind)) + ": " +
+           (r.now ? now_text(r.now) + " now, " : "") + detail::rate(r.average, "msgs") + " average, " +
+           detail::amount(l.messages, "msgs") + "\n";
     }
     if (options.footer) t += options.footer() + "\n"; // the application's own line
     return t;

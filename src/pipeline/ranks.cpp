@@ -15,6 +15,14 @@ namespace {
 
 std::string rank_text(int r) { return "rank " + std::to_string(r); }
 
+// A farm `name` is its dealer ("name:deal"), its replicas ("name@k", kernels) and its merger.
+bool is_farm(const graph& g, const std::string& name) {
+  return std::any_of(g.stages.begin(), g.stages.end(), [&](const stage_decl& s) { return s.name == name + ":deal"; });
+}
+bool is_replica_of(const stage_decl& s, const std::string& farm) {
+  return s.is_kernel() && s.name.rfind(farm + "@", 0) == 0;
+}
+
 // A port stage standing for `other` (a stage on another rank) at one end of `e`.
 std::size_t add_port(graph& local, const graph& g, const edge_decl& e, bool sending) {
   const auto& a = g.stages[e.from];
@@ -86,14 +94,12 @@ rank_part project(const graph& declared, int rank, int ranks, const std::vector<
 
 void pipeline::on_rank(const std::string& stage, int rank) {
   auto& g = impl_->g;
-  // A farm is its dealer, its replicas ("name@k") and its merger.
-  const bool farm = std::any_of(g.stages.begin(), g.stages.end(),
-                                [&](const detail::stage_decl& s) { return s.name == stage + ":deal"; });
+  const bool farm = detail::is_farm(g, stage);
   std::vector<std::size_t> ids;
   for (std::size_t i = 0; i < g.stages.size(); ++i) {
     const auto& n = g.stages[i].name;
-    if (n == stage || (farm && (n == stage + ":deal" || n == stage + ":merge" ||
-                                (n.rfind(stage + "@", 0) == 0 && g.stages[i].is_kernel()))))
+    if (n == stage ||
+        (farm && (n == stage + ":deal" || n == stage + ":merge" || detail::is_replica_of(g.stages[i], stage))))
       ids.push_back(i);
   }
   if (ids.empty()) g.find(stage); // throws, naming the pipeline
@@ -110,11 +116,10 @@ void pipeline::set_cost(const std::string& stage, double cost) {
   if (impl_->run) throw error(errc::invalid_pipeline, what + ": its cost set after start()");
   if (!(cost > 0) || !std::isfinite(cost))
     throw error(errc::invalid_argument, what + ": a cost must be a positive number, not " + std::to_string(cost));
-  std::vector<std::size_t> replicas; // a farm's kernels ("name@k" beside "name:deal")
-  const bool farm = std::any_of(g.stages.begin(), g.stages.end(),
-                                [&](const detail::stage_decl& s) { return s.name == stage + ":deal"; });
+  std::vector<std::size_t> replicas;
+  const bool farm = detail::is_farm(g, stage);
   for (std::size_t i = 0; farm && i < g.stages.size(); ++i)
-    if (g.stages[i].name.rfind(stage + "@", 0) == 0 && g.stages[i].is_kernel()) replicas.push_back(i);
+    if (detail::is_replica_of(g.stages[i], stage)) replicas.push_back(i);
   if (replicas.empty()) {
     auto& s = def(g.find(stage));
     if (!s.is_kernel())
@@ -153,9 +158,8 @@ bool pipeline::has_any_rank() const {
 int pipeline::rank_of(const std::string& stage) const {
   const auto& st = impl_->g.stages;
   // A farm by its name: its dealer (the whole farm runs on one rank).
-  const bool farm =
-      std::none_of(st.begin(), st.end(), [&](const detail::stage_decl& s) { return s.name == stage; }) &&
-      std::any_of(st.begin(), st.end(), [&](const detail::stage_decl& s) { return s.name == stage + ":deal"; });
+  const bool farm = std::none_of(st.begin(), st.end(), [&](const detail::stage_decl& s) { return s.name == stage; }) &&
+                    detail::is_farm(impl_->g, stage);
   const auto id = impl_->g.find(farm ? stage + ":deal" : stage);
   if (impl_->ranks == 0 || impl_->g.stages[id].rank != any_rank) return impl_->g.stages[id].rank;
   auto g = impl_->g;
