@@ -181,6 +181,7 @@ public:
   }
 
 private:
+  template <class> friend class split_array;
   explicit device_array(array_bytes bytes) : array_bytes(std::move(bytes)) {}
   template <class F> static std::error_code capture(F&& f) noexcept {
     try {

@@ -90,6 +90,12 @@ template <class T> struct output_array { std::span<T> values; };
 template <class T> struct per_device {
   std::vector<T> values; ///< one per device of the run, in its order
 };
+/// Runs over split arrays (split_array.hpp): the global index of the running piece's storage
+/// position 0, as a long (negative by the halo for the first piece).
+struct piece_origin_t {};
+inline constexpr piece_origin_t piece_origin{};
+class split_bytes;
+template <class T> class split_array;
 template <class C> auto input(const C& values) {
   return input_array<typename C::value_type>{std::span<const typename C::value_type>(values)};
 }
@@ -102,12 +108,13 @@ template <class C> auto output(C& values) {
 
 namespace detail {
 struct parallel_arg {
-  enum class kind { value, per_device, chunk_input, whole_input, output } how = kind::value;
-  std::size_t element = 0;       ///< bytes of one element (arrays) or of the value
-  std::size_t count = 0;         ///< elements of an array
-  const void* from = nullptr;    ///< input arrays
-  void* to = nullptr;            ///< output arrays
-  std::vector<std::byte> values; ///< a value, or one per device
+  enum class kind { value, per_device, chunk_input, whole_input, output, split, piece_origin } how = kind::value;
+  std::size_t element = 0;            ///< bytes of one element (arrays) or of the value
+  std::size_t count = 0;              ///< elements of an array
+  const void* from = nullptr;         ///< input arrays
+  void* to = nullptr;                 ///< output arrays
+  std::vector<std::byte> values;      ///< a value, or one per device
+  const split_bytes* split = nullptr; ///< split arrays (alive for the call)
 };
 template <class T> parallel_arg make_value(const T* values, std::size_t count, parallel_arg::kind how) {
   static_assert(std::is_trivially_copyable_v<T>, "kernel arguments are trivially copyable");
@@ -123,6 +130,10 @@ template <class T> parallel_arg to_arg(const whole_input_array<T>& a) {
 }
 template <class T> parallel_arg to_arg(const output_array<T>& a) {
   return {parallel_arg::kind::output, sizeof(T), a.values.size(), nullptr, a.values.data(), {}};
+}
+template <class T> parallel_arg to_arg(const split_array<T>& a); // split_array.hpp
+inline parallel_arg to_arg(const piece_origin_t&) {
+  return {parallel_arg::kind::piece_origin, sizeof(cl_long), 1, nullptr, nullptr, {}};
 }
 template <class T> parallel_arg to_arg(const per_device<T>& a) {
   return make_value(a.values.data(), a.values.size(), parallel_arg::kind::per_device);
@@ -144,7 +155,10 @@ public:
   parallel_kernel& operator=(const parallel_kernel&) = delete;
 
   /// Runs the kernel over [0, n); every input and output array holds n elements (whole_input: any
-  /// number). Blocks until every index ran once, or throws.
+  /// number). Blocks until every index ran once, or throws. Over split arrays (split_array.hpp;
+  /// every one laid out alike, n their size, no host arrays): each piece runs on the device that
+  /// holds it (or, if that device fails, on one that reaches its memory); the partition of the
+  /// options is not used.
   template <class... Args> parallel_for_report run(std::size_t n, const Args&... args) {
     return run_erased(n, {detail::to_arg(args)...});
   }
@@ -152,6 +166,8 @@ public:
 
 private:
   parallel_for_report run_erased(std::size_t n, std::vector<detail::parallel_arg> args);
+  void check_split_arguments(const std::string& what, std::size_t n,
+                             const std::vector<detail::parallel_arg>& args) const;
   kernel_source source_;
   parallel_for_options options_;
   std::unique_ptr<detail::parallel_speeds> speeds_;

@@ -17,6 +17,7 @@
 #include <ringpipe/mode.hpp>
 #include <ringpipe/occupancy.hpp>
 #include <ringpipe/parallel_for.hpp>
+#include <ringpipe/split_array.hpp>
 #include <ringpipe/partition.hpp>
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/pipeline_barrier.hpp>

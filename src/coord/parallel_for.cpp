@@ -1,15 +1,14 @@
 // parallel_for's scheduler: the calling thread hands chunks to devices (keeping `in_flight` queued
 // on each), learns each device's speed from its ended chunks (event callbacks wake it), hands a
 // failed device's chunks to the others, and copies each ended chunk's outputs into place.
+#include "chunk_events.hpp"
 #include "chunk_sizing.hpp"
-#include "parallel_memory.hpp"
 #include "parallel_run.hpp"
+#include "split_memory.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <numeric>
 
 namespace ringpipe {
@@ -18,35 +17,6 @@ namespace detail {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-struct ended_event {
-  std::size_t chunk;
-  cl_int status;
-  clock_type::time_point at;
-};
-
-struct run_signals {
-  std::mutex mutex;
-  std::condition_variable wake;
-  std::vector<ended_event> ended;
-};
-
-struct callback_ticket {
-  std::shared_ptr<run_signals> signals;
-  std::shared_ptr<run_memory> memory;         // the command's memory lives until it ended
-  std::shared_ptr<transfer_service> commands; // counts it in flight
-  std::size_t chunk;
-};
-
-void CL_CALLBACK on_event_end(cl_event, cl_int status, void* user) {
-  std::unique_ptr<callback_ticket> ticket(static_cast<callback_ticket*>(user));
-  {
-    std::lock_guard lock(ticket->signals->mutex);
-    ticket->signals->ended.push_back({ticket->chunk, status, clock_type::now()});
-  }
-  ticket->signals->wake.notify_all();
-  ticket->commands->end_copy([] {});
-}
 
 struct chunk_state {
   std::size_t lane = 0;
@@ -78,6 +48,7 @@ public:
   scheduler(parallel_speeds& speeds, const parallel_for_options& options, const kernel_source& source, std::size_t n,
             const std::vector<parallel_arg>& args)
       : speeds_(speeds), options_(options), source_(source), n_(n), args_(args),
+        partition_(runs_over_split_arrays(args) ? partitioner(block_partition{}) : options.partition),
         signals_(std::make_shared<run_signals>()), start_(clock_type::now()), deadline_(start_ + options.timeout) {}
 
   parallel_for_report run() {
@@ -86,6 +57,9 @@ public:
       hand_out();
       if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.alive() || l.in_flight; }))
         fail_all_devices();
+      if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.in_flight != 0; }) &&
+          !returned_.empty())
+        fail_stranded();
       if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.in_flight != 0; }))
         throw error(errc::invalid_argument, what() + ": " + std::to_string(n_ - done_) +
                                                 " indices left that no device can take (a scheduler fault)");
@@ -118,7 +92,7 @@ private:
   std::vector<std::size_t> hand_out_order() const {
     std::vector<std::size_t> order(lanes_.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
-    if (!std::holds_alternative<dynamic_partition>(options_.partition)) {
+    if (!std::holds_alternative<dynamic_partition>(partition_)) {
       std::stable_sort(order.begin(), order.end(),
                        [&](std::size_t a, std::size_t b) { return lanes_[a].in_flight < lanes_[b].in_flight; });
       return order;
@@ -154,7 +128,7 @@ private:
   /// devices at once leaked LLVM state (seen under LeakSanitizer), and the first chunks of devices
   /// that share cores would only slow each other's measurement.
   bool may_take(std::size_t l) const {
-    if (!std::holds_alternative<dynamic_partition>(options_.partition) || known(l)) return true;
+    if (!std::holds_alternative<dynamic_partition>(partition_) || known(l)) return true;
     if (lanes_[l].in_flight != 0) return false;
     for (std::size_t k = 0; k < lanes_.size(); ++k)
       if (k != l && lanes_[k].pool == lanes_[l].pool && lanes_[k].stats.chunks == 0 && lanes_[k].in_flight != 0)
@@ -162,15 +136,18 @@ private:
     return true;
   }
   std::size_t window() const {
-    const auto* d = std::get_if<dynamic_partition>(&options_.partition);
+    const auto* d = std::get_if<dynamic_partition>(&partition_);
     return d ? std::max<std::size_t>(1, d->in_flight) : 2;
   }
 
   void set_up() {
-    memory_ = std::make_shared<run_memory>(speeds_.lanes, args_, n_, what());
-    std::vector<std::vector<index_range>> own;
-    if (!std::holds_alternative<dynamic_partition>(options_.partition))
-      own = split(options_.partition, n_, speeds_.lanes.size());
+    if (runs_over_split_arrays(args_))
+      memory_ = std::make_shared<split_memory>(speeds_.lanes, args_);
+    else
+      memory_ = std::make_shared<run_memory>(speeds_.lanes, args_, n_, what());
+    std::vector<std::vector<index_range>> own = memory_->owned();
+    if (own.empty() && !std::holds_alternative<dynamic_partition>(partition_))
+      own = split(partition_, n_, speeds_.lanes.size());
     for (std::size_t l = 0; l < speeds_.lanes.size(); ++l) {
       lane_state s;
       s.dev = speeds_.lanes[l];
@@ -216,12 +193,13 @@ private:
   }
 
   bool next_range(std::size_t l, index_range& r) {
-    if (!returned_.empty()) {
-      r = returned_.front();
-      returned_.pop_front();
-      return true;
-    }
-    if (const auto* d = std::get_if<dynamic_partition>(&options_.partition)) {
+    for (auto at = returned_.begin(); at != returned_.end(); ++at)
+      if (memory_->reaches(l, *at)) {
+        r = *at;
+        returned_.erase(at);
+        return true;
+      }
+    if (const auto* d = std::get_if<dynamic_partition>(&partition_)) {
       if (next_ == n_) return false;
       r = {next_, next_ + dynamic_chunk(l, *d)};
       next_ = r.last;
@@ -241,16 +219,17 @@ private:
     const std::size_t id = chunks_.size();
     chunk_state started;
     started.lane = l, started.range = r, started.enqueued = clock_type::now();
-    started.measuring = std::holds_alternative<dynamic_partition>(options_.partition) && !all_known();
+    started.measuring = std::holds_alternative<dynamic_partition>(partition_) && !all_known();
     chunks_.push_back(started);
     try {
       if (options_.before_chunk) options_.before_chunk(*s.dev, r);
       std::vector<cl::Event> events = std::move(s.setup);
       s.setup.clear();
       memory_->write_chunk(l, s.queue, r, events);
+      const std::size_t offset = memory_->bind_chunk(l, s.kernel, args_, r);
       cl::Event ran;
       cl_call("clEnqueueNDRangeKernel (parallel_for)", [&] {
-        s.queue.enqueueNDRangeKernel(s.kernel, cl::NDRange(r.first), cl::NDRange(r.size()), cl::NullRange, nullptr,
+        s.queue.enqueueNDRangeKernel(s.kernel, cl::NDRange(offset), cl::NDRange(r.size()), cl::NullRange, nullptr,
                                      &ran);
       });
       events.push_back(std::move(ran));
@@ -258,7 +237,7 @@ private:
       s.queue.flush();
       chunks_[id].events_left = events.size();
       for (auto& e : events)
-        watch(e, id);
+        watch_chunk_event(e, id, signals_, memory_, speeds_.commands);
       ++s.in_flight;
     } catch (...) {
       chunks_[id].abandoned = true;
@@ -267,16 +246,6 @@ private:
       return false;
     }
     return true;
-  }
-
-  void watch(cl::Event& e, std::size_t id) {
-    speeds_.commands->begin_copy(); // refused once the runtime is shutting down
-    auto* ticket = new callback_ticket{signals_, memory_, speeds_.commands, id};
-    if (const cl_int err = clSetEventCallback(e(), CL_COMPLETE, on_event_end, ticket); err != CL_SUCCESS) {
-      speeds_.commands->end_copy([] {});
-      delete ticket;
-      throw_opencl_error(err, "clSetEventCallback (parallel_for)");
-    }
   }
 
   void fail_lane(std::size_t l, const std::string& why) {
@@ -325,7 +294,7 @@ private:
     ++s.stats.chunks;
     s.stats.busy_seconds += seconds;
     if (seconds > 0) {
-      const auto* d = std::get_if<dynamic_partition>(&options_.partition);
+      const auto* d = std::get_if<dynamic_partition>(&partition_);
       speeds_.speed[s.dev->index()].add(c.range.size(), seconds, d ? d->speed_window : 5);
     }
   }
@@ -341,6 +310,16 @@ private:
                                    (busy.empty() ? "" : "; still running: " + busy) + ")");
   }
 
+  /// Chunks were handed back that no device left can reach (their data lives on failed devices).
+  [[noreturn]] void fail_stranded() const {
+    std::string why;
+    for (const auto& s : lanes_)
+      if (!s.alive()) why += "\n  " + s.dev->label() + ": " + s.failure;
+    throw error(errc::device_failed, what() + ": " + memory_->where(returned_.front()) +
+                                         " is reached by no device left; " + std::to_string(n_ - done_) + " of " +
+                                         std::to_string(n_) + " indices not done:" + why);
+  }
+
   [[noreturn]] void fail_all_devices() const {
     std::string why;
     for (const auto& s : lanes_)
@@ -352,7 +331,12 @@ private:
   parallel_for_report report() {
     parallel_for_report r;
     r.name = options_.name;
-    r.partition = describe(options_.partition);
+    r.partition = describe(partition_);
+    for (const auto& a : args_)
+      if (a.how == parallel_arg::kind::split) {
+        r.partition = "by pieces of " + a.split->describe();
+        break;
+      }
     r.items = n_;
     r.seconds = std::chrono::duration<double>(clock_type::now() - start_).count();
     for (const auto& s : lanes_) {
@@ -368,8 +352,9 @@ private:
   const kernel_source& source_;
   std::size_t n_;
   const std::vector<parallel_arg>& args_;
+  partitioner partition_; // a run over split arrays: static, by the arrays' pieces
   std::shared_ptr<run_signals> signals_;
-  std::shared_ptr<run_memory> memory_;
+  std::shared_ptr<chunk_memory> memory_;
   clock_type::time_point start_, deadline_;
   std::vector<lane_state> lanes_;
   std::vector<chunk_state> chunks_;

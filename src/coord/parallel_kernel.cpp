@@ -1,8 +1,12 @@
 // parallel_kernel: the kernel built for every device of its runs (build errors before anything
 // runs), arguments checked against it, and the report.
+#include "device_list.hpp"
 #include "parallel_run.hpp"
 
 #include <ringpipe/program.hpp>
+#include <ringpipe/split_array.hpp>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <sstream>
@@ -19,6 +23,8 @@ std::string kind_name(kind k) {
   case kind::chunk_input: return "input";
   case kind::whole_input: return "whole_input";
   case kind::output: return "output";
+  case kind::split: return "split array";
+  case kind::piece_origin: return "piece_origin";
   }
   return "?";
 }
@@ -29,18 +35,10 @@ parallel_kernel::parallel_kernel(runtime& rt, kernel_source source, parallel_for
     : source_(std::move(source)), options_(std::move(options)), speeds_(std::make_unique<detail::parallel_speeds>()) {
   const std::string what = "parallel_for '" + options_.name + "'";
   speeds_->commands = rt.transfer_service();
-  if (options_.devices.empty())
-    for (std::size_t i = 0; i < rt.devices().size(); ++i)
-      options_.devices.push_back(i);
-  if (options_.devices.empty()) throw error(errc::no_device, what + ": the runtime has no device");
-  for (std::size_t i : options_.devices) {
-    if (i >= rt.devices().size())
-      throw error(errc::invalid_argument, what + ": no device " + std::to_string(i) + " (the runtime has " +
-                                              std::to_string(rt.devices().size()) + ")");
-    for (const device* d : speeds_->lanes)
-      if (d->index() == i) throw error(errc::invalid_argument, what + ": device " + std::to_string(i) + " named twice");
-    speeds_->lanes.push_back(&rt.device_at(i));
-  }
+  speeds_->lanes = detail::devices_named(rt, options_.devices, what);
+  options_.devices.clear();
+  for (const device* d : speeds_->lanes)
+    options_.devices.push_back(d->index());
   if (options_.timeout.count() <= 0) throw error(errc::invalid_argument, what + ": the timeout must be > 0");
   if (!std::holds_alternative<dynamic_partition>(options_.partition))
     (void)split(options_.partition, 0, speeds_->lanes.size()); // a bad partition is refused here, naming it
@@ -82,6 +80,7 @@ parallel_for_report parallel_kernel::run_erased(std::size_t n, std::vector<detai
       throw error(errc::invalid_argument, arg + " holds " + std::to_string(a.count) + " values for " +
                                               std::to_string(speeds_->lanes.size()) + " devices");
   }
+  check_split_arguments(what, n, args);
   std::lock_guard one(speeds_->one_run_at_a_time);
   if (n == 0) {
     parallel_for_report r;
@@ -92,6 +91,37 @@ parallel_for_report parallel_kernel::run_erased(std::size_t n, std::vector<detai
     return r;
   }
   return detail::run_parallel(*speeds_, options_, source_, n, args);
+}
+
+void parallel_kernel::check_split_arguments(const std::string& what, std::size_t n,
+                                            const std::vector<detail::parallel_arg>& args) const {
+  const split_bytes* first = nullptr;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (args[i].how == kind::split) {
+      const split_bytes& a = *args[i].split;
+      if (first == nullptr) first = &a;
+      if (!a.layout().same_as(first->layout()))
+        throw error(errc::invalid_argument, what + ": " + a.describe() + " is not laid out like " + first->describe() +
+                                                " (make one from the other's layout())");
+      if (a.layout().size() != n)
+        throw error(errc::invalid_argument, what + ": " + a.describe() + " holds " + std::to_string(a.layout().size()) +
+                                                " elements; the range has " + std::to_string(n));
+    }
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string arg = what + ": argument " + std::to_string(i) + " (" + kind_name(args[i].how) + ")";
+    const bool host_array =
+        args[i].how == kind::chunk_input || args[i].how == kind::whole_input || args[i].how == kind::output;
+    if (first != nullptr && host_array)
+      throw error(errc::invalid_argument, arg + ": a run over split arrays takes split arrays and values, not host "
+                                                "arrays (write host data into a split array laid out alike)");
+    if (first == nullptr && args[i].how == kind::piece_origin)
+      throw error(errc::invalid_argument, arg + ": only runs over split arrays have pieces");
+  }
+  if (first == nullptr) return;
+  for (const split_piece& p : first->layout().pieces())
+    if (std::none_of(speeds_->lanes.begin(), speeds_->lanes.end(), [&](const device* d) { return d == p.dev; }))
+      throw error(errc::invalid_argument, what + ": " + first->describe() + " has a piece on " + p.dev->label() +
+                                              ", a device this parallel_for was not built for (its options' devices)");
 }
 
 double parallel_for_report::share(std::size_t device) const noexcept {

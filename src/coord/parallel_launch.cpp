@@ -1,4 +1,6 @@
-// A parallel_for chunk: how big it is, its devices' work-group size, and small helpers of the scheduler.
+// A parallel_for chunk: how big it is, its devices' work-group size, how its end is reported, and
+// small helpers of the scheduler.
+#include "chunk_events.hpp"
 #include "chunk_sizing.hpp"
 #include "parallel_run.hpp"
 
@@ -6,6 +8,37 @@
 #include <map>
 
 namespace ringpipe::detail {
+namespace {
+
+struct callback_ticket {
+  std::shared_ptr<run_signals> signals;
+  std::shared_ptr<chunk_memory> memory;       // the command's memory lives until it ended
+  std::shared_ptr<transfer_service> commands; // counts it in flight
+  std::size_t chunk;
+};
+
+void CL_CALLBACK on_event_end(cl_event, cl_int status, void* user) {
+  std::unique_ptr<callback_ticket> ticket(static_cast<callback_ticket*>(user));
+  {
+    std::lock_guard lock(ticket->signals->mutex);
+    ticket->signals->ended.push_back({ticket->chunk, status, std::chrono::steady_clock::now()});
+  }
+  ticket->signals->wake.notify_all();
+  ticket->commands->end_copy([] {});
+}
+
+} // namespace
+
+void watch_chunk_event(cl::Event& e, std::size_t chunk, const std::shared_ptr<run_signals>& signals,
+                       const std::shared_ptr<chunk_memory>& memory, const std::shared_ptr<transfer_service>& commands) {
+  commands->begin_copy();
+  auto* ticket = new callback_ticket{signals, memory, commands, chunk};
+  if (const cl_int err = clSetEventCallback(e(), CL_COMPLETE, on_event_end, ticket); err != CL_SUCCESS) {
+    commands->end_copy([] {});
+    delete ticket;
+    throw_opencl_error(err, "clSetEventCallback (parallel_for)");
+  }
+}
 
 std::size_t dynamic_chunk_size(const std::vector<lane_speed>& lanes, std::size_t l, std::size_t n,
                                std::size_t remaining, const dynamic_partition& d, std::size_t window,

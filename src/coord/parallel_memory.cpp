@@ -24,6 +24,11 @@ void check_fits(const device& d, std::size_t bytes, std::size_t index, const std
 
 } // namespace
 
+void bind_value(std::size_t lane, cl::Kernel& kernel, cl_uint index, const parallel_arg& a) {
+  const std::byte* value = a.values.data() + (a.how == kind::per_device ? lane * a.element : 0);
+  cl_call("clSetKernelArg (parallel_for)", [&] { kernel.setArg(index, a.element, value); });
+}
+
 svm_block::svm_block(const device& dev, std::size_t bytes) : context_(dev.context()) {
   data_ = static_cast<std::byte*>(
       clSVMAlloc(context_(), CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER, std::max<std::size_t>(bytes, 1), 0));
@@ -83,11 +88,8 @@ void run_memory::bind(std::size_t lane, cl::Kernel& kernel, const std::vector<pa
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto index = static_cast<cl_uint>(i);
     const parallel_arg& a = args[i];
-    if (a.how == kind::value) {
-      cl_call("clSetKernelArg (parallel_for)", [&] { kernel.setArg(index, a.element, a.values.data()); });
-    } else if (a.how == kind::per_device) {
-      cl_call("clSetKernelArg (parallel_for)",
-              [&] { kernel.setArg(index, a.element, a.values.data() + lane * a.element); });
+    if (a.how == kind::value || a.how == kind::per_device) {
+      bind_value(lane, kernel, index, a);
     } else if (group_of_[lane] >= 0) {
       if (const cl_int e = clSetKernelArgSVMPointer(kernel(), index, arrays_[i].svm.at(group_of_[lane])->data());
           e != CL_SUCCESS)

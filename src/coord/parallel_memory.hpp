@@ -29,7 +29,36 @@ private:
   std::byte* data_ = nullptr;
 };
 
-class run_memory {
+/// Where a run's data lives, as its scheduler sees it.
+class chunk_memory {
+public:
+  virtual ~chunk_memory() = default;
+  /// Sets the arguments of lane `l`'s kernel that hold for the whole run.
+  virtual void bind(std::size_t lane, cl::Kernel& kernel, const std::vector<parallel_arg>& args) const = 0;
+  /// Sets the arguments that depend on chunk `r` (before it is enqueued on lane `l`); returns the
+  /// launch's global offset.
+  virtual std::size_t bind_chunk(std::size_t lane, cl::Kernel& kernel, const std::vector<parallel_arg>& args,
+                                 index_range r) const = 0;
+  /// Whether lane `l` reaches chunk `r`'s data.
+  virtual bool reaches(std::size_t lane, index_range r) const = 0;
+  /// The ranges each lane must run, where the data decides (empty: the partition decides).
+  virtual std::vector<std::vector<index_range>> owned() const { return {}; }
+  /// How errors name chunk `r`'s data when no device is left that reaches it.
+  virtual std::string where(index_range r) const = 0;
+  /// Enqueue the whole inputs (once, before the first chunk) and the chunk's inputs.
+  virtual void write_whole(std::size_t, cl::CommandQueue&, std::vector<cl::Event>&) const {}
+  virtual void write_chunk(std::size_t, cl::CommandQueue&, index_range, std::vector<cl::Event>&) const {}
+  /// Enqueue reading the chunk's outputs back into staging.
+  virtual void read_chunk(std::size_t, cl::CommandQueue&, index_range, std::vector<cl::Event>&) {}
+  /// Copies the ended chunk's outputs into the user's arrays (calling thread only).
+  virtual void deliver(std::size_t, index_range, const std::vector<parallel_arg>&) const {}
+};
+
+/// Sets a value or per_device argument of lane `l`'s kernel.
+void bind_value(std::size_t lane, cl::Kernel& kernel, cl_uint index, const parallel_arg& a);
+
+/// Host arrays: copied to and from the devices by the run.
+class run_memory final : public chunk_memory {
 public:
   /// Allocates every array argument for the run's devices and copies the inputs in (shared
   /// memory and staging). Refused with the sizes beyond a device's largest allocation.
@@ -38,15 +67,17 @@ public:
 
   /// Whether lane `l` reaches the arrays through shared memory (no commands move its data).
   bool shared(std::size_t lane) const noexcept { return group_of_[lane] >= 0; }
-  /// Sets every argument of lane `l`'s kernel.
-  void bind(std::size_t lane, cl::Kernel& kernel, const std::vector<parallel_arg>& args) const;
-  /// Buffer lanes: enqueue the whole inputs (once, before the first chunk) and the chunk's inputs.
-  void write_whole(std::size_t lane, cl::CommandQueue& queue, std::vector<cl::Event>& events) const;
-  void write_chunk(std::size_t lane, cl::CommandQueue& queue, index_range r, std::vector<cl::Event>& events) const;
-  /// Buffer lanes: enqueue reading the chunk's outputs back into staging.
-  void read_chunk(std::size_t lane, cl::CommandQueue& queue, index_range r, std::vector<cl::Event>& events);
-  /// Copies the ended chunk's outputs into the user's arrays (calling thread only).
-  void deliver(std::size_t lane, index_range r, const std::vector<parallel_arg>& args) const;
+  void bind(std::size_t lane, cl::Kernel& kernel, const std::vector<parallel_arg>& args) const override;
+  std::size_t bind_chunk(std::size_t, cl::Kernel&, const std::vector<parallel_arg>&, index_range r) const override {
+    return r.first;
+  }
+  bool reaches(std::size_t, index_range) const override { return true; }
+  std::string where(index_range) const override { return "host arrays"; }
+  void write_whole(std::size_t lane, cl::CommandQueue& queue, std::vector<cl::Event>& events) const override;
+  void write_chunk(std::size_t lane, cl::CommandQueue& queue, index_range r,
+                   std::vector<cl::Event>& events) const override;
+  void read_chunk(std::size_t lane, cl::CommandQueue& queue, index_range r, std::vector<cl::Event>& events) override;
+  void deliver(std::size_t lane, index_range r, const std::vector<parallel_arg>& args) const override;
 
 private:
   struct array_memory {

@@ -1,0 +1,216 @@
+// Split arrays over every device of the environment (PoCL, PoCL x2, PoCL x2 + rusticl): the
+// layout covers every index once, pieces and halos hold what the host wrote, parallel_for runs
+// each piece on the device that holds it with nothing copied, halo exchanges make a stencil equal
+// its serial reference, a failed device's piece moves only to a device that reaches its memory,
+// and bad calls are refused before anything runs.
+#include "device_fixture.hpp"
+
+#include <ringpipe/split_array.hpp>
+
+#include <numeric>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+using ringpipe::testing::expect_error;
+
+namespace {
+
+const char* const kernels = R"(
+// y[i] = a * x[i] + the global index.
+__kernel void scale_add_index(__global const int* x, __global int* y, int a, long origin) {
+  const size_t i = get_global_id(0);
+  y[i] = a * x[i] + (int)(origin + (long)i);
+}
+// A 3-point sum; outside [0, n) counts as 0.
+__kernel void stencil(__global const int* x, __global int* y, long origin, ulong n) {
+  const size_t i = get_global_id(0);
+  const long g = origin + (long)i;
+  const int left = g == 0 ? 0 : x[i - 1], right = g + 1 == (long)n ? 0 : x[i + 1];
+  y[i] = (left + x[i] + right) % 1000003;
+}
+)";
+
+std::vector<int> pattern(std::size_t n) {
+  std::vector<int> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<int>((i * 7919) % 10007);
+  return v;
+}
+
+class SplitArray : public ringpipe::testing::device_test {
+protected:
+  static std::vector<double> rising_weights() {
+    std::vector<double> w;
+    for (std::size_t d = 0; d < topo().size(); ++d)
+      w.push_back(static_cast<double>(d + 1));
+    return w;
+  }
+  static std::uint64_t copies_now() { return rt().transfers().total_copies(); }
+};
+
+TEST_F(SplitArray, TheLayoutCoversEveryIndexOnceInContiguousPieces) {
+  for (const partitioner& how : {partitioner(block_partition{}), partitioner(weighted_partition{rising_weights()})})
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, (std::size_t{1} << 20) + 3}) {
+      const split_layout layout(rt(), n, {how}, "test");
+      std::size_t next = 0;
+      for (std::size_t p = 0; p < layout.pieces().size(); ++p) {
+        const auto& piece = layout.pieces()[p];
+        ASSERT_EQ(piece.range.first, next) << describe(how) << " n=" << n;
+        ASSERT_FALSE(piece.range.empty());
+        EXPECT_EQ(layout.piece_of(piece.range.first), p);
+        EXPECT_EQ(layout.piece_of(piece.range.last - 1), p);
+        next = piece.range.last;
+      }
+      EXPECT_EQ(next, n);
+      EXPECT_EQ(layout.pieces().size(), std::min(n, topo().size()));
+    }
+}
+
+TEST_F(SplitArray, WhatTheHostWroteIsInThePiecesAndTheirHalos) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{4095}, (std::size_t{1} << 20) + 3})
+    for (std::size_t halo : {std::size_t{0}, std::size_t{3}}) {
+      const auto host = pattern(n);
+      split_array<int> a(rt(), n, "a", {.halo = halo});
+      a.write(host);
+      std::vector<int> back(n, -1);
+      a.read(back);
+      ASSERT_EQ(back, host) << "n=" << n << " halo=" << halo;
+      for (std::size_t p = 0; p < a.layout().pieces().size(); ++p) {
+        const index_range r = a.layout().pieces()[p].range;
+        std::vector<int> storage(r.size() + 2 * halo);
+        a.piece(p).read(storage);
+        for (std::size_t k = 0; k < storage.size(); ++k) {
+          const auto global = static_cast<long>(r.first + k) - static_cast<long>(halo);
+          if (global < 0 || global >= static_cast<long>(n)) continue; // beyond the array's ends
+          ASSERT_EQ(storage[k], host[static_cast<std::size_t>(global)]) << "piece " << p << " position " << k;
+        }
+      }
+    }
+}
+
+TEST_F(SplitArray, EachPieceRunsWhereItLivesAndNothingIsCopied) {
+  const std::size_t n = (std::size_t{1} << 20) + 3;
+  const auto host = pattern(n);
+  split_array<int> x(rt(), n, "x", {.partition = weighted_partition{rising_weights()}});
+  split_array<int> y(x.layout(), "y");
+  x.write(host);
+  const auto before = copies_now();
+  const auto r = parallel_for(rt(), {kernels, "scale_add_index"}, n, x, y, 3, piece_origin);
+  EXPECT_EQ(copies_now(), before) << "a run over split arrays copied data:\n" << rt().transfers().table();
+  std::vector<int> out(n);
+  y.read(out);
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], 3 * host[i] + static_cast<int>(i)) << "index " << i;
+  ASSERT_EQ(r.devices.size(), topo().size());
+  for (std::size_t p = 0; p < x.layout().pieces().size(); ++p) {
+    const auto& piece = x.layout().pieces()[p];
+    EXPECT_EQ(r.devices[piece.dev->index()].items, piece.range.size()) << r.table();
+    EXPECT_EQ(r.devices[piece.dev->index()].chunks, 1u) << r.table();
+  }
+  EXPECT_NE(r.partition.find("split array 'x'"), std::string::npos) << r.partition;
+}
+
+TEST_F(SplitArray, AStencilWithHaloExchangesEqualsTheSerialOne) {
+  const std::size_t n = 100003, steps = 20;
+  auto expected = pattern(n);
+  split_array<int> x(rt(), n, "x", {.halo = 1});
+  split_array<int> y(x.layout(), "y");
+  x.write(expected);
+  parallel_kernel k(rt(), {kernels, "stencil"});
+  const auto before = copies_now();
+  for (std::size_t s = 0; s < steps; ++s) {
+    k.run(n, s % 2 == 0 ? x : y, s % 2 == 0 ? y : x, piece_origin, cl_ulong{n});
+    (s % 2 == 0 ? y : x).exchange_halos();
+    std::vector<int> next(n);
+    for (std::size_t i = 0; i < n; ++i)
+      next[i] = ((i == 0 ? 0 : expected[i - 1]) + expected[i] + (i + 1 == n ? 0 : expected[i + 1])) % 1000003;
+    expected.swap(next);
+  }
+  // Two copies per pair of neighbours per exchange, device to device, and nothing else.
+  EXPECT_EQ(copies_now() - before, steps * 2 * (x.layout().pieces().size() - 1)) << rt().transfers().table();
+  std::vector<int> out(n);
+  (steps % 2 == 0 ? x : y).read(out);
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], expected[i]) << "index " << i << " after " << steps << " steps";
+}
+
+TEST_F(SplitArray, AFailedDevicesPieceRunsOnADeviceThatReachesItsMemory) {
+  const auto pocl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_pocl);
+  if (topo().size() < 2 || !topo()[1].shares_context_with(topo()[0]))
+    GTEST_SKIP() << "needs two devices of one context: run with POCL_DEVICES=\"pthread pthread\"";
+  ASSERT_TRUE(pocl.has_value());
+  const std::size_t n = 50000;
+  const auto host = pattern(n);
+  split_options where;
+  where.devices = {0, 1};
+  split_array<int> x(rt(), n, "x", where);
+  split_array<int> y(x.layout(), "y");
+  x.write(host);
+  parallel_for_options o;
+  o.before_chunk = [](const device& d, index_range) {
+    if (d.index() == 1) throw std::runtime_error("injected fault");
+  };
+  const auto r = parallel_for(rt(), {kernels, "scale_add_index"}, o, n, x, y, 2, piece_origin);
+  std::vector<int> out(n);
+  y.read(out);
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(out[i], 2 * host[i] + static_cast<int>(i)) << "index " << i;
+  EXPECT_EQ(r.devices[0].items, n) << r.table();
+  EXPECT_NE(r.devices[1].failure.find("injected fault"), std::string::npos) << r.table();
+}
+
+TEST_F(SplitArray, APieceNoDeviceLeftReachesFailsTheRunNamingIt) {
+  const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
+  RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (a piece only its own device reaches)");
+  const std::size_t n = 5000;
+  split_array<int> x(rt(), n, "x"), y(x.layout(), "y");
+  x.write(pattern(n));
+  parallel_for_options o;
+  o.name = "stranded";
+  o.before_chunk = [&](const device& d, index_range) {
+    if (d.index() == *rusticl) throw std::runtime_error("injected fault");
+  };
+  expect_error(
+      [&] {
+        parallel_for(rt(), {kernels, "scale_add_index"}, o, n, x, y, 2, piece_origin);
+      },
+      make_error_code(errc::device_failed),
+      {"parallel_for 'stranded'", "of split array 'x'", "held by " + topo()[*rusticl].label(),
+       "reached by no device left", "injected fault"},
+      "a run whose piece no device could reach returned");
+}
+
+TEST_F(SplitArray, BadCallsAreRefusedBeforeAnythingRuns) {
+  const auto invalid = make_error_code(errc::invalid_argument);
+  expect_error([&] { split_array<int>(rt(), 100, "c", {.partition = cyclic_partition{4}}); }, invalid,
+               {"split array 'c'", "cyclic", "block or weighted"}, "a cyclic split array");
+  expect_error([&] { split_array<int>(rt(), 100, "d", {.partition = dynamic_partition{}}); }, invalid,
+               {"block or weighted"}, "a dynamic split array");
+  expect_error([&] { split_array<int>(rt(), 100, "e", {.devices = {99}}); }, invalid, {"no device 99"}, "device 99");
+  if (topo().size() > 1)
+    expect_error([&] { split_array<int>(rt(), 3, "h", {.halo = 2}); }, invalid, {"fewer than the halo (2)"},
+                 "a piece smaller than its halo");
+  split_array<int> x(rt(), 100, "x"), y(x.layout(), "y"), z(rt(), 99, "z");
+  std::vector<int> host(100), short_host(99);
+  expect_error([&] { x.write(short_host); }, invalid, {"split array 'x'", "holds 100 elements, given 99"}, "short");
+  parallel_kernel k(rt(), {kernels, "scale_add_index"});
+  expect_error([&] { k.run(100, x, z, 1, piece_origin); }, invalid, {"split array 'z'", "not laid out like"},
+               "two layouts");
+  expect_error([&] { k.run(100, x, output(host), 1, piece_origin); }, invalid, {"argument 1 (output)", "host arrays"},
+               "a host array beside split arrays");
+  expect_error([&] { k.run(99, x, y, 1, piece_origin); }, invalid, {"holds 100 elements; the range has 99"},
+               "a range that is not the arrays'");
+  expect_error([&] { k.run(100, input(host), output(host), 1, piece_origin); }, invalid,
+               {"argument 3 (piece_origin)", "only runs over split arrays"}, "piece_origin over host arrays");
+  if (topo().size() > 1) {
+    parallel_for_options only_first;
+    only_first.devices = {0};
+    expect_error(
+        [&] {
+          parallel_for(rt(), {kernels, "scale_add_index"}, only_first, 100, x, y, 1, piece_origin);
+        },
+        invalid, {"has a piece on " + topo()[1].label(), "not built for"}, "a piece on another device");
+  }
+}
+
+} // namespace
