@@ -1,6 +1,7 @@
 // The dynamic partition's chunk sizes, without devices: small measuring chunks until every speed
 // is known, then guided shares by measured speed (a device ten times slower gets a tenth), pools
-// of devices on the same cores counted once, failed devices left out, and the bounds.
+// of devices on the same cores counted once, failed devices left out, and the bounds; static
+// ranges launched as rounded chunks and their rest.
 #include "../src/coord/chunk_sizing.hpp"
 
 #include <gtest/gtest.h>
@@ -87,3 +88,13 @@ TEST(SpeedRecord, ItemsOverSecondsOfTheWindow) {
 }
 
 } // namespace
+
+TEST(AlignedChunks, EachRangeBecomesARoundedChunkAndItsRest) {
+  using ringpipe::index_range;
+  using ringpipe::detail::aligned_chunks;
+  const auto chunks = aligned_chunks({{0, 349526}, {349526, 349590}, {700000, 700010}}, 64);
+  const std::deque<index_range> expected = {{0, 349504}, {349504, 349526}, {349526, 349590}, {700000, 700010}};
+  EXPECT_EQ(chunks, expected);
+  EXPECT_TRUE(aligned_chunks({}, 64).empty());
+  EXPECT_EQ(aligned_chunks({{5, 9}}, 0), (std::deque<index_range>{{5, 9}}));
+}

@@ -48,7 +48,8 @@ public:
   scheduler(parallel_speeds& speeds, const parallel_for_options& options, const kernel_source& source, std::size_t n,
             const std::vector<parallel_arg>& args)
       : speeds_(speeds), options_(options), source_(source), n_(n), args_(args),
-        partition_(runs_over_split_arrays(args) ? partitioner(block_partition{}) : options.partition),
+        split_run_(runs_over_split_arrays(args)),
+        partition_(split_run_ ? partitioner(block_partition{}) : options.partition),
         signals_(std::make_shared<run_signals>()), start_(clock_type::now()), deadline_(start_ + options.timeout) {}
 
   parallel_for_report run() {
@@ -77,8 +78,8 @@ private:
       const auto dead_before =
           std::count_if(lanes_.begin(), lanes_.end(), [](const lane_state& s) { return !s.alive(); });
       for (std::size_t l : hand_out_order())
-        while (lanes_[l].alive() && lanes_[l].in_flight < window() && pool_in_flight(l) < window() && may_take(l) &&
-               issue(l)) {
+        while (lanes_[l].alive() && lanes_[l].in_flight < window() && pool_in_flight(l) < pool_window() &&
+               may_take(l) && issue(l)) {
         }
       again = !returned_.empty() &&
               std::count_if(lanes_.begin(), lanes_.end(), [](const lane_state& s) { return !s.alive(); }) > dead_before;
@@ -135,13 +136,17 @@ private:
         return false;
     return true;
   }
+  /// Chunks at once on the lanes of one pool. Over split arrays each piece must run on its own
+  /// device, and devices sharing cores ran slower side by side than one after the other (an
+  /// llvmpipe piece 3x slower while PoCL pieces ran): one at a time.
+  std::size_t pool_window() const { return split_run_ ? 1 : window(); }
   std::size_t window() const {
     const auto* d = std::get_if<dynamic_partition>(&partition_);
     return d ? std::max<std::size_t>(1, d->in_flight) : 2;
   }
 
   void set_up() {
-    if (runs_over_split_arrays(args_))
+    if (split_run_)
       memory_ = std::make_shared<split_memory>(speeds_.lanes, args_);
     else
       memory_ = std::make_shared<run_memory>(speeds_.lanes, args_, n_, what());
@@ -160,7 +165,7 @@ private:
       s.pool = pool_of(*s.dev);
       memory_->bind(l, s.kernel, args_);
       memory_->write_whole(l, s.queue, s.setup);
-      if (!own.empty()) s.own.assign(own[l].begin(), own[l].end());
+      if (!own.empty()) s.own = aligned_chunks(own[l], s.local);
       s.free_at = start_;
       lanes_.push_back(std::move(s));
     }
@@ -352,6 +357,7 @@ private:
   const kernel_source& source_;
   std::size_t n_;
   const std::vector<parallel_arg>& args_;
+  bool split_run_;        // over split arrays
   partitioner partition_; // a run over split arrays: static, by the arrays' pieces
   std::shared_ptr<run_signals> signals_;
   std::shared_ptr<chunk_memory> memory_;

@@ -95,6 +95,17 @@ std::string failure_text(const std::exception_ptr& e, index_range r) {
   return "chunk [" + std::to_string(r.first) + ", " + std::to_string(r.last) + "): " + why;
 }
 
+std::deque<index_range> aligned_chunks(const std::vector<index_range>& ranges, std::size_t local) {
+  std::deque<index_range> out;
+  local = std::max<std::size_t>(1, local);
+  for (const index_range& r : ranges) {
+    const std::size_t body = r.size() / local * local;
+    if (body != 0) out.push_back({r.first, r.first + body});
+    if (body != r.size()) out.push_back({r.first + body, r.last});
+  }
+  return out;
+}
+
 std::size_t chunk_work_group_size(const cl::Kernel& kernel, const device& dev) {
   std::size_t most = 1;
   clGetKernelWorkGroupInfo(kernel(), dev.cl_device()(), CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most, nullptr);

@@ -2,7 +2,9 @@
 // runtime's). Efficiency = throughput on k devices / the sum of each device's throughput alone,
 // all measured in this run. On a CPU-only machine every device runs on the same host cores, so
 // the sum of single-device throughputs counts those cores once per device: the speedup over the
-// best single device is reported beside it.
+// best single device is reported beside it. `scaling.resident`: a light kernel run again and again
+// over data that stays on the devices (split arrays) against the same runs over host arrays (the
+// data copied in and out each run), with the same block partition, on the same devices.
 
 #include "bench.hpp"
 
@@ -36,6 +38,51 @@ double throughput(runtime& rt, const std::vector<std::size_t>& devices, std::siz
     if (last) *last = std::move(report);
   }
   return percentile(rates, 0.5);
+}
+
+/// Items per second of `work` with 16 steps over data that stays on the devices (split) or
+/// moves in and out each run (host arrays), block partition, median of `runs`.
+double resident_throughput(runtime& rt, const std::vector<std::size_t>& devices, std::size_t n, std::size_t runs,
+                           bool split) {
+  parallel_for_options o;
+  o.name = split ? "split arrays" : "host arrays";
+  o.devices = devices;
+  o.partition = block_partition{};
+  parallel_kernel k(rt, {work_source, "work"}, o);
+  std::vector<float> host_x(n, 1.0f), host_y(n);
+  split_array<float> x(rt, n, "x", {.devices = devices}), y(x.layout(), "y");
+  x.write(host_x);
+  const cl_uint steps = 16;
+  const auto once = [&] { return split ? k.run(n, x, y, steps) : k.run(n, input(host_x), output(host_y), steps); };
+  once();
+  std::vector<double> rates;
+  for (std::size_t r = 0; r < runs; ++r) {
+    const auto t0 = clock_type::now();
+    once();
+    rates.push_back(static_cast<double>(n) / seconds_since(t0));
+  }
+  if (split) y.read(host_y);
+  for (std::size_t i = 0; i < n; i += 4099)
+    if (host_y[i] != host_y[0])
+      throw error(errc::invalid_argument, "scaling.resident: wrong result at " + std::to_string(i));
+  return percentile(rates, 0.5);
+}
+
+void resident_rows(bench_context& c, std::size_t n, std::size_t runs, std::size_t count) {
+  for (std::size_t k = 1; k <= count; ++k) {
+    std::vector<std::size_t> devices;
+    for (std::size_t d = 0; d < k; ++d)
+      devices.push_back(d);
+    const double host = resident_throughput(c.rt, devices, n, runs, false);
+    const double split = resident_throughput(c.rt, devices, n, runs, true);
+    result r{"scaling.resident", {{"devices", std::to_string(k)}, {"items", std::to_string(n)}}, {}};
+    r.metrics["host_arrays_items_per_s"] = host;
+    r.metrics["split_arrays_items_per_s"] = split;
+    r.metrics["split_over_host"] = split / host;
+    c.results.push_back(r);
+    std::fprintf(stderr, "  resident %zu device(s): split arrays %10.3g items/s | host arrays %10.3g | x%.2f\n", k,
+                 split, host, split / host);
+  }
 }
 
 } // namespace
@@ -74,6 +121,7 @@ void scaling_topic(bench_context& c) {
                  rate, sum, rate / sum, rate / best);
     if (c.s.verbose) std::fprintf(stderr, "%s", last.table().c_str());
   }
+  resident_rows(c, n, runs, count);
 }
 
 } // namespace ringpipe::bench
