@@ -1,7 +1,9 @@
 // heat_diffusion: a hot rod cooling, split over every device. Each device keeps its piece of the
-// rod (a split array, one cell of each neighbour's kept as a halo) for the whole run: a step runs
-// on every piece where it lives, then the devices swap their edge cells, device to device. Only
-// the halos move between steps; the rod crosses the host once each way.
+// rod (a split array, one cell of each neighbour's kept as a halo): a step runs on every piece
+// where it lives, then the devices swap their edge cells, device to device. Only the halos move
+// between steps; the rod crosses the host once each way. Halfway, the rod is moved, device to
+// device, to a split weighted by the speeds the first half measured (devices that share the
+// host's cores run one after another, so there the fastest takes their whole share).
 //
 //        piece on device 0          piece on device 1          piece on device 2
 //   ┌─┬────────────────────┬─┐ ┌─┬────────────────────┬─┐ ┌─┬────────────────────┬─┐
@@ -61,23 +63,33 @@ int main(int argc, char** argv) {
     for (std::size_t i = cells / 3; i < 2 * cells / 3; ++i)
       rod[i] = 100.0f;
 
-    split_array<float> u(rt, cells, "u", {.halo = 1}), v(u.layout(), "v");
-    std::printf("%zu cells over %s:\n", cells, u.layout().describe().c_str());
-    for (const auto& piece : u.layout().pieces())
-      std::printf("  [%8zu, %8zu) on %s\n", piece.range.first, piece.range.last, piece.dev->label().c_str());
-    u.write(rod);
-
+    // Steps `count` times between a and b (the result in a); the last step's report.
     parallel_kernel step(rt, {step_source, "heat_step", "", "heat_diffusion.cpp"});
-    const auto start = std::chrono::steady_clock::now();
-    for (std::size_t s = 0; s < steps; ++s) {
-      const split_array<float>& from = s % 2 == 0 ? u : v;
-      const split_array<float>& to = s % 2 == 0 ? v : u;
-      step.run(cells, from, to, r, piece_origin, cl_ulong{cells});
-      to.exchange_halos();
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto run_steps = [&](split_array<float>& a, split_array<float>& b, std::size_t count) {
+      std::printf("%zu steps over %s:\n", count, a.layout().describe().c_str());
+      for (const auto& piece : a.layout().pieces())
+        std::printf("  [%8zu, %8zu) on %s\n", piece.range.first, piece.range.last, piece.dev->label().c_str());
+      parallel_for_report last;
+      const auto start = std::chrono::steady_clock::now();
+      for (std::size_t s = 0; s < count; ++s) {
+        last = step.run(cells, a, b, r, piece_origin, cl_ulong{cells});
+        b.exchange_halos();
+        std::swap(a, b);
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("  %.1f us a step\n", seconds * 1e6 / static_cast<double>(count));
+      return last;
+    };
+
+    // First an even split; then the rod moved, device to device, to a split by measured speed.
+    split_array<float> u(rt, cells, "u", {.halo = 1}), v(u.layout(), "v");
+    u.write(rod);
+    const auto measured = run_steps(u, v, steps / 2);
+    const split_layout by_speed(rt, cells, {.partition = by_measured_speed(measured), .halo = 1});
+    split_array<float> u2 = u.redistributed(by_speed, "u"), v2(by_speed, "v");
+    run_steps(u2, v2, steps - steps / 2);
     std::vector<float> result(cells);
-    (steps % 2 == 0 ? u : v).read(result);
+    u2.read(result);
 
     // The same rod, stepped on the host.
     std::vector<float> next(cells);
@@ -91,14 +103,14 @@ int main(int argc, char** argv) {
       heat += result[i];
       if (std::fabs(result[i] - rod[i]) > 1e-5f * std::max(1.0f, std::fabs(rod[i]))) ++wrong;
     }
-    std::printf("%zu steps in %.1f ms (%.1f us a step), heat left %.4g\n\n", steps, seconds * 1e3,
-                seconds * 1e6 / steps, heat);
-    std::printf("What moved (the rod in and out once, then halos only):\n%s\n", rt.transfers().table().c_str());
+    std::printf("heat left %.4g\n\nWhat moved (the rod in and out once, halos, the move):\n%s\n", heat,
+                rt.transfers().table().c_str());
     if (wrong != 0) {
       std::printf("FAILED: %zu cells differ from the host's steps\n", wrong);
       return 1;
     }
-    std::printf("OK: %zu steps on %zu devices, every cell as on the host\n", steps, u.layout().pieces().size());
+    std::printf("OK: %zu steps on %zu devices, then on %zu by measured speed, every cell as on the host\n", steps,
+                u.layout().pieces().size(), by_speed.pieces().size());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "heat_diffusion failed: %s\n", e.what());

@@ -1,8 +1,9 @@
 // Split arrays over every device of the environment (PoCL, PoCL x2, PoCL x2 + rusticl): the
 // layout covers every index once, pieces and halos hold what the host wrote, parallel_for runs
 // each piece on the device that holds it with nothing copied, halo exchanges make a stencil equal
-// its serial reference, a failed device's piece moves only to a device that reaches its memory,
-// and bad calls are refused before anything runs.
+// its serial reference, a redistribution moves elements device to device, weights follow measured
+// speeds, a failed device's piece moves only to a device that reaches its memory, and bad calls
+// are refused before anything runs.
 #include "device_fixture.hpp"
 
 #include <ringpipe/split_array.hpp>
@@ -132,6 +133,57 @@ TEST_F(SplitArray, AStencilWithHaloExchangesEqualsTheSerialOne) {
   (steps % 2 == 0 ? x : y).read(out);
   for (std::size_t i = 0; i < n; ++i)
     ASSERT_EQ(out[i], expected[i]) << "index " << i << " after " << steps << " steps";
+}
+
+TEST_F(SplitArray, RedistributedElementsMoveDeviceToDevice) {
+  const std::size_t n = 300007;
+  const auto host = pattern(n);
+  split_array<int> x(rt(), n, "x", {.halo = 1});
+  x.write(host);
+  std::vector<double> falling;
+  for (std::size_t d = 0; d < topo().size(); ++d)
+    falling.push_back(static_cast<double>(topo().size() - d));
+  const split_layout to(rt(), n, {.partition = weighted_partition{falling}, .halo = 2});
+  const auto host_rows = [] {
+    std::uint64_t copies = 0;
+    for (const auto& p : rt().transfers().pairs)
+      copies += p.from == "host" || p.to == "host" ? p.copies : 0;
+    return copies;
+  };
+  const auto before = host_rows();
+  const auto y = x.redistributed(to, "y");
+  EXPECT_EQ(host_rows(), before) << "a redistribution went through the host:\n" << rt().transfers().table();
+  std::vector<int> back(n);
+  y.read(back);
+  ASSERT_EQ(back, host);
+  for (std::size_t p = 0; p < to.pieces().size(); ++p) { // halos of 2 filled from the neighbours
+    const index_range r = to.pieces()[p].range;
+    std::vector<int> storage(r.size() + 4);
+    y.piece(p).read(storage);
+    if (p > 0) {
+      EXPECT_EQ(storage[0], host[r.first - 2]) << "piece " << p;
+    }
+    if (p + 1 < to.pieces().size()) {
+      EXPECT_EQ(storage[r.size() + 3], host[r.last + 1]) << "piece " << p;
+    }
+  }
+  split_array<int> other(rt(), n + 1, "other");
+  expect_error([&] { x.copy_into(other, 1s); }, make_error_code(errc::invalid_argument),
+               {"split array 'x'", "cannot be copied into", "split array 'other'"}, "a copy between sizes");
+}
+
+TEST(SplitWeights, EachPoolsFastestDeviceByItsMeasuredSpeed) {
+  parallel_for_report r;
+  r.name = "measured";
+  r.devices = {{"a", 0, 0, 0, 10.0, {}, "host cores"},
+               {"b", 0, 0, 0, 20.0, {}, "host cores"},
+               {"c", 0, 0, 0, 5.0, {}, "device 2"},
+               {"d", 0, 0, 0, 50.0, "failed", "device 3"},
+               {"e", 0, 0, 0, 0.0, {}, "device 4"}};
+  EXPECT_EQ(by_measured_speed(r).weights, (std::vector<double>{0, 1, 0.25, 0, 0}));
+  r.devices = {{"a", 0, 0, 0, 0.0, {}, "host cores"}};
+  expect_error([&] { (void)by_measured_speed(r); }, make_error_code(errc::invalid_argument),
+               {"parallel_for 'measured'", "no device has a measured speed"}, "weights from no speed");
 }
 
 TEST_F(SplitArray, AFailedDevicesPieceRunsOnADeviceThatReachesItsMemory) {

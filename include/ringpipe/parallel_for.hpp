@@ -69,6 +69,7 @@ struct parallel_device_stats {
   double busy_seconds = 0;     ///< summed chunk times
   double items_per_second = 0; ///< its recent chunks' items over their seconds
   std::string failure;         ///< why it dropped out, if it did
+  std::string pool;            ///< devices of one pool run on the same cores ("host cores" for CPUs)
 };
 
 struct parallel_for_report {
@@ -82,6 +83,12 @@ struct parallel_for_report {
   double share(std::size_t device) const noexcept;
   std::string table() const;
 };
+
+/// Weights for a split array (split_array.hpp) laid out by what a run measured: each pool's
+/// fastest device that did not fail gets its items per second (relative to the fastest of all,
+/// to three digits) and the pool's others 0 (devices on the same cores run one after another, so
+/// the pool is fastest when that device does it all). Refused when no device has a speed.
+weighted_partition by_measured_speed(const parallel_for_report& report);
 
 /// An array of the kernel's (see the top of this file); build with input(), whole_input(), output().
 template <class T> struct input_array { std::span<const T> values; };

@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ringpipe {
@@ -48,7 +49,7 @@ class split_layout {
 public:
   /// Refused (errc::invalid_argument, naming `what`): a partition that is not contiguous, a
   /// device named twice or missing, a piece smaller than the halo.
-  split_layout(runtime& rt, std::size_t n, const split_options& options, const std::string& what);
+  split_layout(runtime& rt, std::size_t n, const split_options& options, const std::string& what = "split layout");
 
   runtime& owner() const noexcept { return *rt_; }
   std::size_t size() const noexcept { return n_; }
@@ -91,9 +92,15 @@ public:
   void read_bytes(void* host, std::chrono::milliseconds timeout) const;
   /// Each piece's halos get its neighbours' edge elements (device to device, every copy at once).
   void exchange_halos(std::chrono::milliseconds timeout) const;
+  /// Copies every element into `to` (the same size, any layout): each part of a piece straight
+  /// into the piece of `to` that holds it, device to device; then `to`'s halos are exchanged.
+  void copy_into(const split_bytes& to, std::chrono::milliseconds timeout) const;
 
 private:
   void allocate(std::optional<array_memory> memory);
+  /// Starts every copy at once and waits for all of them; the first failure is thrown.
+  static void copy_all(const std::vector<std::pair<array_bytes, array_bytes>>& copies,
+                       std::chrono::milliseconds timeout, const std::string& what);
   split_layout layout_;
   std::size_t element_;
   std::string name_;
@@ -127,6 +134,14 @@ public:
   }
   void exchange_halos(std::chrono::milliseconds timeout = default_copy_timeout) const {
     split_bytes::exchange_halos(timeout);
+  }
+  /// The same elements in a new array laid out as `to` (e.g. weighted by_measured_speed() of a
+  /// run): the elements whose device changes are copied device to device, none through the caller.
+  split_array redistributed(const split_layout& to, std::string name,
+                            std::chrono::milliseconds timeout = default_copy_timeout) const {
+    split_array out(to, std::move(name));
+    copy_into(out, timeout);
+    return out;
   }
 
 private:

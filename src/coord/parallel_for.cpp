@@ -157,12 +157,18 @@ private:
       lane_state s;
       s.dev = speeds_.lanes[l];
       s.stats.device = s.dev->label();
-      s.queue = cl_call("clCreateCommandQueue (parallel_for)",
-                        [&] { return cl::CommandQueue(s.dev->context(), s.dev->cl_device()); });
-      s.kernel = cl_call("clCreateKernel (parallel_for)",
-                         [&] { return cl::Kernel(speeds_.programs[l], source_.kernel.c_str()); });
+      // Made once per parallel_kernel: a queue on rusticl took milliseconds, more than a run's work.
+      if (speeds_.queues.size() <= l) {
+        speeds_.queues.push_back(cl_call("clCreateCommandQueue (parallel_for)",
+                                         [&] { return cl::CommandQueue(s.dev->context(), s.dev->cl_device()); }));
+        speeds_.kernels.push_back(cl_call("clCreateKernel (parallel_for)",
+                                          [&] { return cl::Kernel(speeds_.programs[l], source_.kernel.c_str()); }));
+      }
+      s.queue = speeds_.queues[l];
+      s.kernel = speeds_.kernels[l];
       s.local = chunk_work_group_size(s.kernel, *s.dev);
       s.pool = pool_of(*s.dev);
+      s.stats.pool = s.pool;
       memory_->bind(l, s.kernel, args_);
       memory_->write_whole(l, s.queue, s.setup);
       if (!own.empty()) s.own = aligned_chunks(own[l], s.local);

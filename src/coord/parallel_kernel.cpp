@@ -7,8 +7,9 @@
 #include <ringpipe/split_array.hpp>
 
 #include <algorithm>
-
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 namespace ringpipe {
@@ -87,7 +88,7 @@ parallel_for_report parallel_kernel::run_erased(std::size_t n, std::vector<detai
     r.name = options_.name;
     r.partition = describe(options_.partition);
     for (const device* d : speeds_->lanes)
-      r.devices.push_back({d->label(), 0, 0, 0, 0, {}});
+      r.devices.push_back({d->label(), 0, 0, 0, 0, {}, {}});
     return r;
   }
   return detail::run_parallel(*speeds_, options_, source_, n, args);
@@ -122,6 +123,26 @@ void parallel_kernel::check_split_arguments(const std::string& what, std::size_t
     if (std::none_of(speeds_->lanes.begin(), speeds_->lanes.end(), [&](const device* d) { return d == p.dev; }))
       throw error(errc::invalid_argument, what + ": " + first->describe() + " has a piece on " + p.dev->label() +
                                               ", a device this parallel_for was not built for (its options' devices)");
+}
+
+weighted_partition by_measured_speed(const parallel_for_report& report) {
+  std::map<std::string, std::size_t> fastest; // per pool, the device with the highest speed
+  for (std::size_t d = 0; d < report.devices.size(); ++d) {
+    const auto& x = report.devices[d];
+    if (!x.failure.empty() || !(x.items_per_second > 0)) continue;
+    const auto [at, first] = fastest.emplace(x.pool, d);
+    if (!first && report.devices[at->second].items_per_second < x.items_per_second) at->second = d;
+  }
+  if (fastest.empty())
+    throw error(errc::invalid_argument,
+                "parallel_for '" + report.name + "': no device has a measured speed to weigh by");
+  double top = 0;
+  for (const auto& [pool, d] : fastest)
+    top = std::max(top, report.devices[d].items_per_second);
+  weighted_partition w{std::vector<double>(report.devices.size(), 0.0)};
+  for (const auto& [pool, d] : fastest) // relative to the fastest, three digits: "weighted (1, 0.25)"
+    w.weights[d] = std::max(0.001, std::round(report.devices[d].items_per_second / top * 1000) / 1000);
+  return w;
 }
 
 double parallel_for_report::share(std::size_t device) const noexcept {

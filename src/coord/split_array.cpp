@@ -108,13 +108,6 @@ void split_bytes::read_bytes(void* host, std::chrono::milliseconds timeout) cons
 void split_bytes::exchange_halos(std::chrono::milliseconds timeout) const {
   const std::size_t h = layout_.halo();
   if (h == 0 || storage_.size() < 2) return;
-  struct waiter {
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::size_t left = 0;
-    std::exception_ptr failure;
-  };
-  auto w = std::make_shared<waiter>();
   const std::size_t bytes = h * element_;
   std::vector<std::pair<array_bytes, array_bytes>> copies; // from, to
   for (std::size_t p = 0; p + 1 < storage_.size(); ++p) {
@@ -123,6 +116,39 @@ void split_bytes::exchange_halos(std::chrono::milliseconds timeout) const {
     copies.emplace_back(left.sub_bytes(count * element_, bytes), right.sub_bytes(0, bytes));
     copies.emplace_back(right.sub_bytes(bytes, bytes), left.sub_bytes((h + count) * element_, bytes));
   }
+  copy_all(copies, timeout, describe() + ": halo exchange");
+}
+
+void split_bytes::copy_into(const split_bytes& to, std::chrono::milliseconds timeout) const {
+  const auto deadline = clock_type::now() + timeout;
+  if (to.layout_.size() != layout_.size() || to.element_ != element_)
+    throw error(errc::invalid_argument, describe() + " cannot be copied into " + to.describe() + ": " +
+                                            std::to_string(layout_.size()) + " elements of " +
+                                            std::to_string(element_) + " bytes against " +
+                                            std::to_string(to.layout_.size()) + " of " + std::to_string(to.element_));
+  std::vector<std::pair<array_bytes, array_bytes>> copies;
+  for (std::size_t q = 0; q < storage_.size(); ++q)
+    for (std::size_t p = 0; p < to.storage_.size(); ++p) {
+      const index_range a = layout_.pieces()[q].range, b = to.layout_.pieces()[p].range;
+      const std::size_t first = std::max(a.first, b.first), last = std::min(a.last, b.last);
+      if (first >= last) continue;
+      const std::size_t bytes = (last - first) * element_;
+      copies.emplace_back(storage_[q].sub_bytes((layout_.halo() + first - a.first) * element_, bytes),
+                          to.storage_[p].sub_bytes((to.layout_.halo() + first - b.first) * element_, bytes));
+    }
+  copy_all(copies, timeout, describe() + " into " + to.describe());
+  to.exchange_halos(left_until(deadline));
+}
+
+void split_bytes::copy_all(const std::vector<std::pair<array_bytes, array_bytes>>& copies,
+                           std::chrono::milliseconds timeout, const std::string& what) {
+  struct waiter {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::size_t left = 0;
+    std::exception_ptr failure;
+  };
+  auto w = std::make_shared<waiter>();
   w->left = copies.size();
   for (const auto& [from, to] : copies)
     start_copy_bytes(from, to, [w](const std::exception_ptr& e) {
@@ -132,8 +158,8 @@ void split_bytes::exchange_halos(std::chrono::milliseconds timeout) const {
     });
   std::unique_lock lock(w->mutex);
   if (!w->cv.wait_for(lock, timeout, [&] { return w->left == 0; }))
-    throw error(errc::timeout, describe() + ": " + std::to_string(w->left) + " of " + std::to_string(copies.size()) +
-                                   " halo copies not done after " + std::to_string(timeout.count()) + " ms");
+    throw error(errc::timeout, what + ": " + std::to_string(w->left) + " of " + std::to_string(copies.size()) +
+                                   " copies not done after " + std::to_string(timeout.count()) + " ms");
   if (w->failure) std::rethrow_exception(w->failure);
 }
 
