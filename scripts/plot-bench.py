@@ -327,6 +327,17 @@ def plot_scaling(res, path, title):
               [m["static_s"], m["stealing_s"], m["ideal_s"]], color=["C0", "C0", "0.6"])
         b.set_ylabel("seconds (less is better)")
         b.set_title("a farm of two replicas, uneven items", fontsize=9)
+    elif res.has("scaling.resident"):
+        devs = res.values("scaling.resident", "devices")
+        bars(b, devs, [("split arrays: the data stays on the devices",
+                        [res.series("scaling.resident", "devices", "split_arrays_items_per_s").get(d) for d in devs],
+                        dict(color="C0")),
+                       ("baseline: host arrays, copied in and out each run",
+                        [res.series("scaling.resident", "devices", "host_arrays_items_per_s").get(d) for d in devs],
+                        dict(color="0.6"))], "items per second")
+        b.set_xlabel("devices")
+        b.set_ylim(0, b.get_ylim()[1] * 1.3)  # room for the legend above the bars
+        b.set_title("a light kernel run after run (block partition)", fontsize=9)
     finish(fig, (a, b), path, title)
 
 
