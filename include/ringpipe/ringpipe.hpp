@@ -17,7 +17,6 @@
 #include <ringpipe/mode.hpp>
 #include <ringpipe/occupancy.hpp>
 #include <ringpipe/parallel_for.hpp>
-#include <ringpipe/split_array.hpp>
 #include <ringpipe/partition.hpp>
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/pipeline_barrier.hpp>
@@ -26,5 +25,6 @@
 #include <ringpipe/program.hpp>
 #include <ringpipe/ring.hpp>
 #include <ringpipe/runtime.hpp>
+#include <ringpipe/split_array.hpp>
 #include <ringpipe/topology.hpp>
 #include <ringpipe/transfer.hpp>

@@ -23,8 +23,8 @@ struct parallel_speeds {
   std::shared_ptr<transfer_service> commands;
   std::vector<const device*> lanes;
   std::vector<cl::Program> programs;
-  std::vector<cl::CommandQueue> queues; // per lane, made by the first run
-  std::vector<cl::Kernel> kernels;      // per lane; a run sets every argument before its first chunk
+  std::vector<cl::CommandQueue> queues;      // per lane, made by the first run
+  std::vector<cl::Kernel> kernels;           // per lane; a run sets every argument before its first chunk
   std::map<std::size_t, speed_record> speed; // per device index
 };
 
