@@ -34,16 +34,7 @@ namespace {
 class BarrierKernels : public ringpipe::testing::device_test {
 protected:
   // Two PoCL devices sharing SVM, or the test is skipped naming what is missing.
-  std::pair<const device*, const device*> two_pocl() {
-    const device* a = nullptr;
-    const device* b = nullptr;
-    for (const auto& d : topo().devices()) {
-      if (!ringpipe::testing::is_pocl(d) || !d.info().svm.fine_buffer || !d.info().svm.atomics) continue;
-      (a == nullptr ? a : b) = &d;
-      if (b != nullptr) break;
-    }
-    return {a, b};
-  }
+  std::pair<const device*, const device*> two_pocl() { return ringpipe::testing::two_pocl_devices(topo()); }
   static void start(phased_kernel& a, phased_kernel& b) {
     a.start_buffers(nullptr, nullptr);
     b.start_buffers(nullptr, nullptr);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,6 +104,9 @@ public:
   /// kernel's rp_barrier_wait returns RP_BARRIER_FAILED). The first failure stays.
   void fail(std::string_view reason) noexcept;
   bool failed() const noexcept;
+  /// The error the barrier failed with (what its waiters get), once it failed: where only kernels
+  /// take part, the place to read why their waits ended.
+  std::optional<error> failure() const;
   /// The phase in progress.
   std::uint32_t phase() const noexcept;
   barrier_stats stats() const;

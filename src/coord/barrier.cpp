@@ -92,7 +92,26 @@ error barrier::state::timeout_error(std::uint32_t p, barrier_clock::time_point n
                                   " did)");
 }
 
+std::optional<error> barrier::state::misplaced_device_step() const {
+  const std::uint32_t step = header().device_step.load(std::memory_order_acquire);
+  const bool host_completes = header().host_completes.load(std::memory_order_relaxed) != 0;
+  if (step == 0 || step > members.size() || (!host_completes && !has_hosts)) return std::nullopt;
+  const std::string why = options.on_phase ? "the barrier has a completion function on the host"
+                          : host_completes ? "a participant arrives through the host: its device has no shared memory"
+                                           : "host threads take part, and one arriving last releases the phase";
+  return error(errc::invalid_argument, label() + ": participant '" + members[step - 1].name +
+                                           "' completes phases on the device (rp_barrier_arrive_last), but the host "
+                                           "would release phases without that step (" +
+                                           why +
+                                           "); a step on the device needs every participant to be a kernel waiting "
+                                           "on its device, and no completion function");
+}
+
 std::optional<error> barrier::state::complete(std::uint32_t p) {
+  if (auto misplaced = misplaced_device_step()) {
+    fail(*misplaced);
+    return misplaced;
+  }
   std::lock_guard one(completing);
   auto& h = header();
   if (h.phase.load(std::memory_order_acquire) != p || h.arrived.load(std::memory_order_acquire) != size())
@@ -128,6 +147,10 @@ std::optional<error> barrier::state::complete(std::uint32_t p) {
 }
 
 std::optional<barrier_clock::time_point> barrier::state::look_after(std::uint32_t p) {
+  if (auto misplaced = misplaced_device_step()) {
+    fail(*misplaced);
+    return std::nullopt;
+  }
   auto& h = header();
   const std::uint32_t arrived = h.arrived.load(std::memory_order_acquire);
   if (h.phase.load(std::memory_order_acquire) != p || arrived == 0) return std::nullopt;
@@ -167,6 +190,10 @@ std::size_t barrier::participant(std::string_view name) const {
 std::size_t barrier::size() const noexcept { return s_->members.size(); }
 const std::string& barrier::name() const noexcept { return s_->options.name; }
 bool barrier::failed() const noexcept { return s_->failed(); }
+std::optional<error> barrier::failure() const {
+  std::lock_guard lock(s_->mutex);
+  return s_->failure;
+}
 std::uint32_t barrier::phase() const noexcept { return s_->header().phase.load(std::memory_order_acquire); }
 
 barrier_token barrier::arrive(std::size_t who) {

@@ -183,6 +183,7 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
     m.name = participants[i].name();
     m.kernel = participants[i].kernel();
     if (m.kernel) m.device = "device '" + m.kernel->on_device().label() + "'";
+    s.has_hosts = s.has_hosts || m.kernel == nullptr;
   }
   h.phase.store(s.options.first_phase, std::memory_order_release);
   for (std::size_t i = 0; i < participants.size(); ++i) {

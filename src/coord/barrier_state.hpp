@@ -54,6 +54,7 @@ struct barrier::state {
   std::shared_ptr<detail::barrier_words> words; // kept alive by the kernels too, while they run
   std::vector<detail::barrier_member> members;
   bool has_kernels = false;
+  bool has_hosts = false; // participants that arrive from host threads
 
   mutable std::mutex mutex;
   std::condition_variable released;
@@ -92,6 +93,9 @@ struct barrier::state {
   /// for, departed kernels, the timeout. Returns the deadline of phase `p`, if it has begun.
   std::optional<detail::barrier_clock::time_point> look_after(std::uint32_t p);
   error timeout_error(std::uint32_t p, detail::barrier_clock::time_point now) const;
+  /// A kernel completes phases on the device (rp_barrier_arrive_last) where the host would
+  /// release phases without its step: the error that says so.
+  std::optional<error> misplaced_device_step() const;
   /// A participant kernel exited (its on_exit).
   void departed(std::size_t who, const std::exception_ptr& failure);
   void watch();

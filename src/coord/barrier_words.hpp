@@ -23,9 +23,11 @@ struct barrier_header {
   alignas(64) barrier_word failed{0};  // non-zero once the barrier failed
   barrier_word host_completes{0};      // a completion function runs on the host before each release
   barrier_word size{0};
+  barrier_word device_step{0}; // a kernel completes phases on the device: its seat's index plus one
 };
 static_assert(offsetof(barrier_header, arrived) == 64 && offsetof(barrier_header, failed) == 128);
-static_assert(offsetof(barrier_header, size) == 136 && sizeof(barrier_header) == 192);
+static_assert(offsetof(barrier_header, size) == 136 && offsetof(barrier_header, device_step) == 140 &&
+              sizeof(barrier_header) == 192);
 
 struct alignas(64) barrier_seat {
   barrier_word arrival{0}; // the phase last arrived at, plus one

@@ -109,3 +109,27 @@ void test_phased_stage(RINGPIPE_KERNEL_PARAMS, uint tag, __global rp_barrier_sea
     if (why != RP_BARRIER_RELEASED) { rp_end(ctl, rp_barrier_leave(ctl, why)); return; }
   }
 }
+
+// A step on the device at every barrier point: the last kernel to arrive checks that every
+// participant recorded phase k + 1 in done[], counts the phase in done[participants + 1] and
+// releases; once released, every participant must read k + 1 there. Errors in done[participants].
+RINGPIPE_DECLARE_SIZES(test_phases_stepped, 0, 0)
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void test_phases_stepped(RINGPIPE_KERNEL_PARAMS, __global rp_barrier_seat* seat, __global uint* done, uint me,
+                         uint participants, uint phases) {
+  rp_begin(ctl);
+  for (uint k = 0; k < phases; ++k) {
+    rp_store_release(&done[me], k + 1);
+    uint phase;
+    if (rp_barrier_arrive_last(seat, &phase)) {
+      for (uint o = 0; o < participants; ++o)
+        if (rp_load_acquire(&done[o]) != k + 1) RP_ATOMIC_ADD(&done[participants], 1u);
+      rp_store_release(&done[participants + 1], k + 1);
+      rp_barrier_release(seat, phase);
+    }
+    const uint why = rp_barrier_wait(seat, ctl, phase);
+    if (why != RP_BARRIER_RELEASED) { rp_end(ctl, rp_barrier_leave(ctl, why)); return; }
+    if (rp_load_acquire(&done[participants + 1]) != k + 1) RP_ATOMIC_ADD(&done[participants], 1u);
+  }
+  rp_end(ctl, RP_STATE_STOPPED);
+}

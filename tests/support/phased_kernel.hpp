@@ -11,6 +11,8 @@
 #include <atomic>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace ringpipe::testing {
 
@@ -56,6 +58,32 @@ inline std::unique_ptr<phased_kernel> make_phased_kernel(runtime& rt, const devi
   k->set_arg(5, fail_at);
   k->set_arg(6, static_cast<std::uint32_t>(completions ? 1 : 0));
   return k;
+}
+
+/// test_phases_stepped (a step on the device at every barrier point) as participant `me` of `participants`.
+inline std::unique_ptr<phased_kernel> make_stepped_kernel(runtime& rt, const device& dev, shared_counters& done,
+                                                          std::uint32_t me, std::uint32_t participants,
+                                                          std::uint32_t phases) {
+  auto k = std::make_unique<phased_kernel>(rt, dev, kernel_spec(test_phases_source(), "test_phases_stepped"));
+  k->set_arg_svm(1, done.data());
+  k->set_arg(2, me);
+  k->set_arg(3, participants);
+  k->set_arg(4, phases);
+  return k;
+}
+
+/// The first two PoCL devices with fine-grained SVM and SVM atomics (null where there are fewer).
+inline std::pair<const device*, const device*> two_pocl_devices(const topology& topo) {
+  const device* a = nullptr;
+  const device* b = nullptr;
+  for (const auto& d : topo.devices()) {
+    if (d.info().platform.find("Portable Computing Language") == std::string::npos || !d.info().svm.fine_buffer ||
+        !d.info().svm.atomics)
+      continue;
+    (a == nullptr ? a : b) = &d;
+    if (b != nullptr) break;
+  }
+  return {a, b};
 }
 
 // A host participant doing what test_phases does.
