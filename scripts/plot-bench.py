@@ -341,6 +341,26 @@ def plot_scaling(res, path, title):
     finish(fig, (a, b), path, title)
 
 
+def plot_replica_exchange(res, path, title):
+    fig, ax = plt.subplots(figsize=(8, 4))
+    rows = res.named("replica_exchange")
+    where = list(dict.fromkeys(r["params"].get("exchange_on", "") for _, r in rows))
+    sweeps = rows[0][1]["params"].get("sweeps_per_exchange", "")
+
+    def col(metric):
+        return [[r["metrics"][metric] for _, r in rows if r["params"].get("exchange_on", "") == w and
+                 r["metrics"].get(metric, 0) > 0] or None for w in where]
+    bars(ax, [f"exchange on the {w}\n({100 * statistics.median(r['metrics']['exchange_over_sweeps'] for _, r in rows if r['params'].get('exchange_on', '') == w):.2f}% of the sweeps)"
+              for w in where],
+         [(f"baseline: {sweeps} sweeps of every replica", col("sweeps_us"), dict(color="0.6")),
+          ("an exchange alone (phases with no sweeps)", col("exchange_us"), dict(color="C0")),
+          ("what it adds to a phase of sweeps", col("added_to_phase_us"), dict(color="C1"))],
+         "µs per phase", log=True)
+    ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room for the legend above the bars
+    ax.set_title("resident replicas, exchanges at barrier points (target: < 1% of the sweeps' time)", fontsize=9)
+    finish(fig, (ax,), path, title)
+
+
 def plot_staging(res, path, title):
     fig, ax = plt.subplots(figsize=(7, 4))
     for lanes in res.values("host_to_kernel", "staging_lanes"):
@@ -365,6 +385,7 @@ TOPICS = [  # (file suffix, needs any of these results, plot)
     ("collectives", ("collectives.all_reduce_latency",), None, plot_collectives),
     ("barrier", ("barrier",), None, plot_barrier),
     ("scaling", ("scaling.parallel_for",), None, plot_scaling),
+    ("replica-exchange", ("replica_exchange",), None, plot_replica_exchange),
 ]
 
 

@@ -71,15 +71,16 @@ struct bench_context {
 };
 
 // The topics, one file each.
-void host_to_kernel_topic(bench_context& c); // host_to_kernel.cpp: rings into one kernel, baselines
-void kernel_links_topic(bench_context& c);   // kernel_links.cpp: kernel to kernel, across devices
-void pipeline_topic(bench_context& c);       // pipelines.cpp: two-stage pipelines, Asio baseline
-void versus_topic(bench_context& c);         // versus.cpp: against a hand-written batched program
-void barrier_topic(bench_context& c);        // barriers.cpp: barrier phases against std::barrier
-void links_topic(bench_context& c);          // links.cpp: the copy bandwidth matrix against memcpy
-void collectives_topic(bench_context& c);    // collectives.cpp: all-reduce against gathering to the host
-void scaling_topic(bench_context& c);        // scaling.cpp: parallel_for on 1, 2, 3 devices
-void work_stealing_topic(bench_context& c);  // work_stealing.cpp: a farm, stealing against static dealing
+void host_to_kernel_topic(bench_context& c);   // host_to_kernel.cpp: rings into one kernel, baselines
+void kernel_links_topic(bench_context& c);     // kernel_links.cpp: kernel to kernel, across devices
+void pipeline_topic(bench_context& c);         // pipelines.cpp: two-stage pipelines, Asio baseline
+void versus_topic(bench_context& c);           // versus.cpp: against a hand-written batched program
+void barrier_topic(bench_context& c);          // barriers.cpp: barrier phases against std::barrier
+void links_topic(bench_context& c);            // links.cpp: the copy bandwidth matrix against memcpy
+void collectives_topic(bench_context& c);      // collectives.cpp: all-reduce against gathering to the host
+void scaling_topic(bench_context& c);          // scaling.cpp: parallel_for on 1, 2, 3 devices
+void work_stealing_topic(bench_context& c);    // work_stealing.cpp: a farm, stealing against static dealing
+void replica_exchange_topic(bench_context& c); // replica_exchange.cpp: resident replicas, exchanges at barriers
 #if defined(RINGPIPE_BENCH_REMOTE)
 /// remote.cpp: between two MPI ranks, against raw MPI. Under mpirun only, alone; returns the rank.
 int remote_topic(int& argc, char**& argv, const settings& s, const std::function<bool(const char*)>& selected,
