@@ -137,8 +137,8 @@ private:
     return true;
   }
   /// Chunks at once on the lanes of one pool. Over split arrays each piece must run on its own
-  /// device, and devices sharing cores ran slower side by side than one after the other (an
-  /// llvmpipe piece 3x slower while PoCL pieces ran): one at a time.
+  /// device, and devices sharing cores ran slower side by side than one after the other (two PoCL
+  /// pieces of heat_diffusion: 530 us a step side by side, 341 us in turn): one at a time.
   std::size_t pool_window() const { return split_run_ ? 1 : window(); }
   std::size_t window() const {
     const auto* d = std::get_if<dynamic_partition>(&partition_);
