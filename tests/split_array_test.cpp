@@ -51,7 +51,8 @@ protected:
 
 TEST_F(SplitArray, TheLayoutCoversEveryIndexOnceInContiguousPieces) {
   for (const partitioner& how : {partitioner(block_partition{}), partitioner(weighted_partition{rising_weights()})})
-    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, (std::size_t{1} << 20) + 3}) {
+    for (std::size_t n :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, (std::size_t{1} << 20) + 3}) {
       const split_layout layout(rt(), n, {how}, "test");
       std::size_t next = 0;
       for (std::size_t p = 0; p < layout.pieces().size(); ++p) {
@@ -68,7 +69,7 @@ TEST_F(SplitArray, TheLayoutCoversEveryIndexOnceInContiguousPieces) {
 }
 
 TEST_F(SplitArray, WhatTheHostWroteIsInThePiecesAndTheirHalos) {
-  for (std::size_t n : {std::size_t{1}, std::size_t{4095}, (std::size_t{1} << 20) + 3})
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, (std::size_t{1} << 20) + 3})
     for (std::size_t halo : {std::size_t{0}, std::size_t{3}}) {
       const auto host = pattern(n);
       split_array<int> a(rt(), n, "a", {.halo = halo});
@@ -109,6 +110,12 @@ TEST_F(SplitArray, EachPieceRunsWhereItLivesAndNothingIsCopied) {
     EXPECT_LE(r.devices[piece.dev->index()].chunks, 2u) << r.table(); // a rounded chunk and its rest
   }
   EXPECT_NE(r.partition.find("split array 'x'"), std::string::npos) << r.partition;
+  // An empty array: no pieces, nothing to run, nothing to exchange or move.
+  split_array<int> none(rt(), 0, "none", {.halo = 1}), none_y(none.layout(), "none_y");
+  EXPECT_TRUE(none.layout().pieces().empty());
+  EXPECT_EQ(parallel_for(rt(), {kernels, "scale_add_index"}, 0, none, none_y, 3, piece_origin).items, 0u);
+  none.exchange_halos();
+  EXPECT_EQ(none.redistributed(none.layout(), "moved").size(), 0u);
 }
 
 TEST_F(SplitArray, AStencilWithHaloExchangesEqualsTheSerialOne) {
