@@ -51,6 +51,8 @@ using partitioner = std::variant<dynamic_partition, block_partition, cyclic_part
 
 /// "block", "cyclic (grain 64)", "weighted (2, 1)", "dynamic".
 std::string describe(const partitioner& p);
+/// "[first, last)".
+std::string to_string(index_range r);
 
 /// The ranges each of `parts` parts owns, in index order; every index of [0, n) in exactly one.
 /// Refused (errc::invalid_argument, naming the partition) for parts == 0, a zero grain, weights

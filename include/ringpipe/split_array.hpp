@@ -26,7 +26,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace ringpipe {
@@ -98,9 +97,6 @@ public:
 
 private:
   void allocate(std::optional<array_memory> memory);
-  /// Starts every copy at once and waits for all of them; the first failure is thrown.
-  static void copy_all(const std::vector<std::pair<array_bytes, array_bytes>>& copies,
-                       std::chrono::milliseconds timeout, const std::string& what);
   split_layout layout_;
   std::size_t element_;
   std::string name_;

@@ -58,10 +58,10 @@ public:
       hand_out();
       if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.alive() || l.in_flight; }))
         fail_all_devices();
-      if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.in_flight != 0; }) &&
-          !returned_.empty())
-        fail_stranded();
-      if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.in_flight != 0; }))
+      const bool idle =
+          std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.in_flight != 0; });
+      if (idle && !returned_.empty()) fail_stranded();
+      if (idle)
         throw error(errc::invalid_argument, what() + ": " + std::to_string(n_ - done_) +
                                                 " indices left that no device can take (a scheduler fault)");
       wait_and_complete();
@@ -295,8 +295,7 @@ private:
     records_.push_back(rec);
     if (c.worst < 0) {
       returned_.push_back(c.range);
-      fail_lane(c.lane, "chunk [" + std::to_string(c.range.first) + ", " + std::to_string(c.range.last) +
-                            "): a command failed with " + opencl_error_name(c.worst));
+      fail_lane(c.lane, "chunk " + to_string(c.range) + ": a command failed with " + opencl_error_name(c.worst));
       return;
     }
     memory_->deliver(c.lane, c.range, args_);
@@ -314,8 +313,7 @@ private:
     std::string busy;
     for (const auto& c : chunks_)
       if (!c.abandoned && c.events_left != 0)
-        busy += (busy.empty() ? "" : ", ") + lanes_[c.lane].dev->label() + " [" + std::to_string(c.range.first) + ", " +
-                std::to_string(c.range.last) + ")";
+        busy += (busy.empty() ? "" : ", ") + lanes_[c.lane].dev->label() + " " + to_string(c.range);
     throw error(errc::timeout, what() + ": not done after " + std::to_string(options_.timeout.count()) + " ms (" +
                                    std::to_string(done_) + " of " + std::to_string(n_) + " indices done" +
                                    (busy.empty() ? "" : "; still running: " + busy) + ")");

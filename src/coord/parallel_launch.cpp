@@ -92,7 +92,7 @@ std::string failure_text(const std::exception_ptr& e, index_range r) {
   } catch (...) {
     why = "an unknown exception";
   }
-  return "chunk [" + std::to_string(r.first) + ", " + std::to_string(r.last) + "): " + why;
+  return "chunk " + to_string(r) + ": " + why;
 }
 
 std::deque<index_range> aligned_chunks(const std::vector<index_range>& ranges, std::size_t local) {

@@ -71,6 +71,8 @@ parts_t split_weighted(const partitioner& p, const weighted_partition& w, std::s
 
 } // namespace
 
+std::string to_string(index_range r) { return "[" + std::to_string(r.first) + ", " + std::to_string(r.last) + ")"; }
+
 std::string describe(const partitioner& p) {
   std::ostringstream s;
   if (std::holds_alternative<block_partition>(p)) s << "block";

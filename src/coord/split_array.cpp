@@ -1,12 +1,11 @@
 // Split arrays: the layout (contiguous pieces on devices, with halos), each piece's storage, and
 // the copies that fill, read and refresh them.
+#include "collective_steps.hpp"
 #include "device_list.hpp"
 
 #include <ringpipe/split_array.hpp>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 
 namespace ringpipe {
 namespace {
@@ -17,8 +16,6 @@ std::chrono::milliseconds left_until(clock_type::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
   return std::max(left, std::chrono::milliseconds(1));
 }
-
-std::string range_text(index_range r) { return "[" + std::to_string(r.first) + ", " + std::to_string(r.last) + ")"; }
 
 } // namespace
 
@@ -37,7 +34,7 @@ split_layout::split_layout(runtime& rt, std::size_t n, const split_options& opti
   if (pieces_.size() > 1)
     for (const split_piece& p : pieces_)
       if (p.range.size() < halo_)
-        throw error(errc::invalid_argument, what + ": the piece " + range_text(p.range) + " on " + p.dev->label() +
+        throw error(errc::invalid_argument, what + ": the piece " + to_string(p.range) + " on " + p.dev->label() +
                                                 " holds " + std::to_string(p.range.size()) +
                                                 " elements, fewer than the halo (" + std::to_string(halo_) + ")");
   text_ = ringpipe::describe(options.partition) + " over " + std::to_string(pieces_.size()) +
@@ -76,7 +73,7 @@ void split_bytes::allocate(std::optional<array_memory> memory) {
   for (std::size_t p = 0; p < layout_.pieces().size(); ++p) {
     const split_piece& piece = layout_.pieces()[p];
     storage_.emplace_back(layout_.owner(), *piece.dev, (piece.range.size() + 2 * h) * element_,
-                          name_ + " piece " + std::to_string(p) + " " + range_text(piece.range), memory);
+                          name_ + " piece " + std::to_string(p) + " " + to_string(piece.range), memory);
   }
 }
 
@@ -116,7 +113,8 @@ void split_bytes::exchange_halos(std::chrono::milliseconds timeout) const {
     copies.emplace_back(left.sub_bytes(count * element_, bytes), right.sub_bytes(0, bytes));
     copies.emplace_back(right.sub_bytes(bytes, bytes), left.sub_bytes((h + count) * element_, bytes));
   }
-  copy_all(copies, timeout, describe() + ": halo exchange");
+  const collective_options o{.name = name_, .timeout = timeout};
+  detail::collective_run("split array", o).copies("halo exchange", copies);
 }
 
 void split_bytes::copy_into(const split_bytes& to, std::chrono::milliseconds timeout) const {
@@ -136,31 +134,9 @@ void split_bytes::copy_into(const split_bytes& to, std::chrono::milliseconds tim
       copies.emplace_back(storage_[q].sub_bytes((layout_.halo() + first - a.first) * element_, bytes),
                           to.storage_[p].sub_bytes((to.layout_.halo() + first - b.first) * element_, bytes));
     }
-  copy_all(copies, timeout, describe() + " into " + to.describe());
+  const collective_options o{.name = name_, .timeout = timeout};
+  detail::collective_run("split array", o).copies("redistribution into " + to.describe(), copies);
   to.exchange_halos(left_until(deadline));
-}
-
-void split_bytes::copy_all(const std::vector<std::pair<array_bytes, array_bytes>>& copies,
-                           std::chrono::milliseconds timeout, const std::string& what) {
-  struct waiter {
-    std::mutex mutex;
-    std::condition_variable cv;
-    std::size_t left = 0;
-    std::exception_ptr failure;
-  };
-  auto w = std::make_shared<waiter>();
-  w->left = copies.size();
-  for (const auto& [from, to] : copies)
-    start_copy_bytes(from, to, [w](const std::exception_ptr& e) {
-      const std::lock_guard lock(w->mutex);
-      if (e && !w->failure) w->failure = e;
-      if (--w->left == 0) w->cv.notify_all();
-    });
-  std::unique_lock lock(w->mutex);
-  if (!w->cv.wait_for(lock, timeout, [&] { return w->left == 0; }))
-    throw error(errc::timeout, what + ": " + std::to_string(w->left) + " of " + std::to_string(copies.size()) +
-                                   " copies not done after " + std::to_string(timeout.count()) + " ms");
-  if (w->failure) std::rethrow_exception(w->failure);
 }
 
 } // namespace ringpipe

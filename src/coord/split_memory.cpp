@@ -74,8 +74,7 @@ std::vector<std::vector<index_range>> split_memory::owned() const {
 
 std::string split_memory::where(index_range r) const {
   const split_piece& p = layout_.pieces()[layout_.piece_of(r.first)];
-  return "the piece [" + std::to_string(p.range.first) + ", " + std::to_string(p.range.last) + ") of " + described_ +
-         ", held by " + p.dev->label();
+  return "the piece " + to_string(p.range) + " of " + described_ + ", held by " + p.dev->label();
 }
 
 } // namespace ringpipe::detail
