@@ -4,6 +4,7 @@
 #include "device_fixture.hpp"
 
 #include <ringpipe/collective.hpp>
+#include <ringpipe/occupancy.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -134,6 +135,33 @@ TEST_F(Collectives, AllReduceOfIntegersIsExactOnEveryDeviceCountSizeAndOperation
 }
 
 TEST_F(Collectives, AllReduceOfFloatsIsWithinOneInAHundredThousand) { all_reduce_everywhere<float>(); }
+
+TEST_F(Collectives, ALargeArrayInSharedMemoryIsSplitBetweenHostThreads) {
+  // 16 MiB and 5 elements: from 8 MiB on, one host thread per idle worker of the devices' pool
+  // combines a range of its own; the ranges must meet at element boundaries and cover every one.
+  const std::size_t n = (std::size_t{16} << 20) / sizeof(std::uint32_t) + 5;
+  ASSERT_TRUE(topo()[0].shares_context_with(topo()[1])) << "this test needs two PoCL devices";
+  ASSERT_GE(topo()[0].budget().budget(), 2U) << "with one worker the array is not split";
+  std::uint32_t seed = 300;
+  for (const auto& op : {reduction<std::uint32_t>::sum(), reduction<std::uint32_t>::min()})
+    for (const bool in_place : {true, false}) {
+      std::vector<std::vector<std::uint32_t>> host;
+      auto in = inputs<std::uint32_t>(2, n, seed += 10, host);
+      const auto want = reference(host, op);
+      std::vector<std::uint32_t> got(n);
+      reduce(in, std::span<std::uint32_t>(got), op);
+      expect_close(got, want, "reduce " + op.name + " of 16 MiB to the host");
+      std::vector<device_array<std::uint32_t>> out;
+      if (in_place)
+        out = in;
+      else
+        for (std::size_t d = 0; d < 2; ++d)
+          out.emplace_back(rt(), topo()[d], n, "out" + std::to_string(d));
+      all_reduce(in, out, op);
+      for (std::size_t d = 0; d < 2; ++d)
+        expect_close(read(out[d]), want, "all_reduce " + op.name + " of 16 MiB" + (in_place ? " in place" : ""));
+    }
+}
 
 TEST_F(Collectives, ReduceToADeviceAndToTheHost) {
   std::uint32_t seed = 500;

@@ -5,8 +5,8 @@
 // first failure or timeout, naming the device; nothing it started is still running then.
 //
 // Paths (src/coord/), chosen per call:
-//   host    arrays in shared memory of CPU devices up to one_shot_bytes: the calling thread combines
-//           them in place in one pass; and links through host memory (an array without shared
+//   host    arrays in shared memory of CPU devices up to one_shot_bytes (every size by default):
+//           host threads combine them in place in one pass; and links through host memory (an array without shared
 //           memory) when the operation has a host form: the bytes cross the host anyway, so it
 //           combines them there, in chunks (collective_host.cpp)
 //   shared  every array in shared memory of one context: one kernel per device reads its part of
@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,9 +64,13 @@ template <class T> struct reduction {
 };
 
 struct collective_options {
-  std::string name = "collective";                   ///< how errors name the call
-  std::chrono::milliseconds timeout{30000};          ///< for the whole call; the message names who was late
-  std::size_t one_shot_bytes = std::size_t{1} << 20; ///< host-reached arrays up to this size: one pass on the host
+  std::string name = "collective";          ///< how errors name the call
+  std::chrono::milliseconds timeout{30000}; ///< for the whole call; the message names who was late
+  /// Arrays in shared memory of CPU devices up to this size are combined by host threads (the
+  /// calling thread, and one per idle core of the devices' pool from 8 MiB on), larger ones by a
+  /// kernel per device. Every size by default: on PoCL the host's vectorised loop ran 1.1-5x faster
+  /// than the kernels at every size measured (docs/performance.md).
+  std::size_t one_shot_bytes = std::numeric_limits<std::size_t>::max();
   /// Called on the calling thread before each device's part of each step ("reduce-scatter",
   /// "all-gather", ...): a throw fails the collective as that device's failure (tests inject
   /// failures this way; a tracer can log steps).
@@ -83,7 +88,19 @@ struct element_op {
   std::function<void(void* acc, const void* x, std::size_t count)> on_host;
 };
 
-/// acc[i] = f(acc[i], x[i]): a loop the compiler can vectorise when f is known.
+/// acc[i] = op(acc[i], x[i]) for i < count.
+using host_combine = void (*)(void* acc, const void* x, std::size_t count);
+/// The host form of a built-in operation on T, compiled in the library so that its loop is
+/// vectorised whatever the caller's flags (src/coord/host_combine.cpp); null for `custom`.
+template <class T> host_combine builtin_host_combine(reduce_kind kind);
+extern template host_combine builtin_host_combine<std::int32_t>(reduce_kind);
+extern template host_combine builtin_host_combine<std::uint32_t>(reduce_kind);
+extern template host_combine builtin_host_combine<std::int64_t>(reduce_kind);
+extern template host_combine builtin_host_combine<std::uint64_t>(reduce_kind);
+extern template host_combine builtin_host_combine<float>(reduce_kind);
+extern template host_combine builtin_host_combine<double>(reduce_kind);
+
+/// acc[i] = f(acc[i], x[i]) with the user's host operation.
 template <class T, class F> auto host_loop(F f) {
   return [f](void* acc, const void* x, std::size_t count) {
     auto* a = static_cast<T*>(acc);
@@ -95,15 +112,10 @@ template <class T, class F> auto host_loop(F f) {
 
 template <class T> element_op erase(const reduction<T>& r) {
   element_op e{r.name, sizeof(T), std::string(opencl_type_name<T>()), r.opencl_c, nullptr};
-  switch (r.kind) {
-  case reduce_kind::sum: e.on_host = host_loop<T>([](T a, T b) { return static_cast<T>(a + b); }); break;
-  case reduce_kind::product: e.on_host = host_loop<T>([](T a, T b) { return static_cast<T>(a * b); }); break;
-  case reduce_kind::min: e.on_host = host_loop<T>([](T a, T b) { return b < a ? b : a; }); break;
-  case reduce_kind::max: e.on_host = host_loop<T>([](T a, T b) { return a < b ? b : a; }); break;
-  case reduce_kind::custom:
-    if (r.on_host) e.on_host = host_loop<T>(r.on_host);
-    break;
-  }
+  if (r.kind != reduce_kind::custom)
+    e.on_host = builtin_host_combine<T>(r.kind);
+  else if (r.on_host)
+    e.on_host = host_loop<T>(r.on_host);
   return e;
 }
 

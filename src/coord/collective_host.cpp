@@ -4,10 +4,13 @@
 // host memory the bytes pass through the host anyway: it combines them there, with no launch.
 #include "collective_steps.hpp"
 
+#include <ringpipe/occupancy.hpp>
+
 #include <algorithm>
 #include <cstring>
 #include <future>
 #include <optional>
+#include <thread>
 
 namespace ringpipe::detail {
 
@@ -74,6 +77,11 @@ namespace {
 
 /// Elements per chunk of a host pass: two chunks of every input are in flight at once.
 constexpr std::size_t chunk_bytes = std::size_t{4} << 20;
+/// Bytes of a chunk combined at a time: the tile of the result stays in the first-level cache while
+/// every input is combined into it and it is copied to every output in shared memory, so memory
+/// sees each byte once. Measured for an in-place all-reduce of two arrays: 0.6x a memcpy in cache
+/// and 0.96x from memory with 4 KiB tiles, against 0.49x and 0.53x a pass over the whole chunk.
+constexpr std::size_t tile_bytes = 4096;
 
 /// One chunk's host memory: a copy of each input outside shared memory, and the result.
 using host_memory = std::shared_ptr<std::byte[]>;
@@ -96,6 +104,64 @@ host_memory result_memory(std::size_t bytes, const std::vector<array_bytes>& out
   return host_memory(kept.data(), [](std::byte*) {});
 }
 
+/// Combines bytes [lo, hi) of every input into `result` and copies it to each of `copies`, a tile
+/// at a time; every pointer is where byte 0 of its array (or chunk) lies.
+void combine_range(const std::vector<const std::byte*>& inputs, std::byte* result,
+                   const std::vector<std::byte*>& copies, std::size_t lo, std::size_t hi, std::size_t tile,
+                   const element_op& op) {
+  for (std::size_t t = lo; t < hi; t += tile) {
+    const std::size_t bytes_here = std::min(tile, hi - t);
+    if (result + t != inputs[0] + t) std::memcpy(result + t, inputs[0] + t, bytes_here);
+    for (std::size_t k = 1; k < inputs.size(); ++k)
+      op.on_host(result + t, inputs[k] + t, bytes_here / op.element);
+    for (auto* to : copies)
+      std::memcpy(to + t, result + t, bytes_here);
+  }
+}
+
+/// Bytes a thread of a pass over shared memory combines at least: below that, starting a thread
+/// costs more than it saves (measured: two threads gained nothing at 4 MiB, 1.4-1.7x at 16-64 MiB).
+constexpr std::size_t bytes_per_thread = std::size_t{8} << 20;
+
+/// How many threads combine `bytes` over shared memory of CPU devices: the calling thread, and
+/// more where the devices' pools have idle workers (their cores; a resident kernel holds one).
+std::size_t threads_for(const std::vector<array_bytes>& inputs, std::size_t bytes) {
+  std::size_t idle = bytes / bytes_per_thread;
+  for (const auto& in : inputs) {
+    const auto& pool = in.dev().budget();
+    idle = std::min<std::size_t>(idle, pool.budget() - std::min(pool.budget(), pool.in_use()));
+  }
+  return std::max<std::size_t>(idle, 1);
+}
+
+/// Every input and output in shared memory: no chunk needs a copy, so the array is split between
+/// threads (threads_for) that each combine their range in place.
+void combine_in_threads(const std::vector<const std::byte*>& inputs, std::byte* result,
+                        const std::vector<std::byte*>& copies, std::size_t bytes, std::size_t tile, std::size_t threads,
+                        const element_op& op) {
+  const std::size_t elements = bytes / op.element;
+  const auto bound = [&](std::size_t t) { return elements * t / threads * op.element; };
+  std::vector<std::exception_ptr> failed(threads);
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < threads; ++t)
+    helpers.emplace_back([&, t] {
+      try {
+        combine_range(inputs, result, copies, bound(t), bound(t + 1), tile, op);
+      } catch (...) {
+        failed[t] = std::current_exception();
+      }
+    });
+  try {
+    combine_range(inputs, result, copies, 0, bound(1), tile, op);
+  } catch (...) {
+    failed[0] = std::current_exception();
+  }
+  for (auto& h : helpers)
+    h.join();
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
+}
+
 } // namespace
 
 void host_pass(collective_run& run, std::string_view step, const std::vector<array_bytes>& inputs,
@@ -105,6 +171,7 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
   const std::size_t bytes = inputs.front().size_bytes();
   const std::size_t chunk = std::max(op.element, std::min(bytes, chunk_bytes) / op.element * op.element);
   const std::size_t chunks = (bytes + chunk - 1) / chunk;
+  const std::size_t tile = std::max(op.element, tile_bytes / op.element * op.element);
   // The result is built in place in an output in shared memory where one may hold it: the first
   // input, or none of them (it is written before the later inputs are read). Else apart.
   std::optional<std::size_t> in_place;
@@ -114,6 +181,18 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
         std::any_of(inputs.begin() + 1, inputs.end(), [&](const array_bytes& i) { return o.overlaps(i); });
     if (o.memory() == array_memory::shared && !later_input && (o.same_as(inputs[0]) || !o.overlaps(inputs[0])))
       in_place = k;
+  }
+  const auto is_shared = [](const array_bytes& a) { return a.memory() == array_memory::shared; };
+  if (std::all_of(inputs.begin(), inputs.end(), is_shared) && std::all_of(outputs.begin(), outputs.end(), is_shared) &&
+      (in_place || host_out != nullptr)) {
+    std::vector<const std::byte*> from(inputs.size());
+    std::transform(inputs.begin(), inputs.end(), from.begin(),
+                   [](const array_bytes& in) { return static_cast<const std::byte*>(in.data()); });
+    auto* result = static_cast<std::byte*>(in_place ? outputs[*in_place].data() : host_out);
+    std::vector<std::byte*> copies;
+    for (const auto& o : outputs)
+      if (o.data() != result) copies.push_back(static_cast<std::byte*>(o.data()));
+    return combine_in_threads(from, result, copies, bytes, tile, threads_for(inputs, bytes), op);
   }
   const auto keep_result = in_place ? std::make_shared<array_bytes>(outputs[*in_place]) : nullptr;
   // Two sets of chunk memory: chunk c + 1 is read in while chunk c is combined and written out.
@@ -150,17 +229,19 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
     void* acc = in_place              ? outputs[*in_place].sub_bytes(at, n).data()
                 : host_out != nullptr ? static_cast<std::byte*>(host_out) + at
                                       : m.result.get();
-    if (acc != from(0)) std::memcpy(acc, from(0), n);
-    for (std::size_t k = 1; k < inputs.size(); ++k)
-      op.on_host(acc, from(k), n / op.element);
-    for (const auto& o : outputs) {
-      const auto part = o.sub_bytes(at, n);
-      if (part.data() == acc) continue; // built there
-      if (o.memory() == array_memory::shared)
-        std::memcpy(part.data(), acc, n);
-      else
-        part.start_write(acc, writes[c % 2].track(o, in_place ? std::shared_ptr<void>(keep_result) : m.result));
-    }
+    std::vector<const std::byte*> chunk_inputs;
+    for (std::size_t k = 0; k < inputs.size(); ++k)
+      chunk_inputs.push_back(static_cast<const std::byte*>(from(k)));
+    std::vector<std::byte*> shared_outputs; // besides the result's own place
+    for (const auto& o : outputs)
+      if (auto* to = static_cast<std::byte*>(o.sub_bytes(at, n).data());
+          o.memory() == array_memory::shared && to != acc)
+        shared_outputs.push_back(to);
+    combine_range(chunk_inputs, static_cast<std::byte*>(acc), shared_outputs, 0, n, tile, op);
+    for (const auto& o : outputs)
+      if (o.memory() != array_memory::shared)
+        o.sub_bytes(at, n).start_write(
+            acc, writes[c % 2].track(o, in_place ? std::shared_ptr<void>(keep_result) : m.result));
   }
   writes[0].wait();
   writes[1].wait();
