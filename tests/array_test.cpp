@@ -10,6 +10,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
@@ -243,9 +244,14 @@ TEST_F(Arrays, ABlockingReadThatTimesOutNeverWritesTheCallersMemoryLater) {
 }
 
 // A runtime destroyed while a copy runs lets the copy end and its completion run, then exits.
+// use_future's handler runs wherever it is dispatched but is posted to Asio's system thread pool:
+// with that pool's threads all held, a completion posted there would still be waiting.
 TEST_F(Arrays, ARuntimeDestroyedWhileACopyRunsDeliversItsCompletion) {
   std::future<void> done;
   std::vector<std::uint8_t> back;
+  const unsigned pool_threads = 2 * std::max(1u, std::thread::hardware_concurrency()); // Asio's system_context
+  for (unsigned i = 0; i < pool_threads + 1; ++i)
+    boost::asio::post(boost::asio::system_executor(), [] { std::this_thread::sleep_for(300ms); });
   {
     runtime own(topology::discover(), runtime_options{2});
     const auto& d = own.device_at(own.devices().size() - 1);

@@ -16,6 +16,7 @@
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
 #include <chrono>
@@ -115,12 +116,17 @@ void copy_bytes(const array_bytes& from, const array_bytes& to, std::chrono::mil
 
 namespace detail {
 /// A copy_completion that runs `handler(e)` on the handler's associated executor (default: the
-/// runtime's), so a copy completes the Asio way whatever thread saw it end.
+/// runtime's), so a copy completes the Asio way whatever thread saw it end. It is posted to the
+/// runtime's threads first and dispatched from there: a runtime being destroyed waits for what it
+/// posted, and an executor that runs handlers at once (use_future's) has then run this one too,
+/// where a post to it went to Asio's system thread pool and could still be waiting.
 template <class Handler> copy_completion deliver_to(runtime& rt, Handler&& handler) {
   auto held = std::make_shared<std::decay_t<Handler>>(std::forward<Handler>(handler));
   auto executor = boost::asio::get_associated_executor(*held, rt.executor());
-  return [held, executor](std::exception_ptr e) {
-    boost::asio::post(executor, [held, e]() mutable { std::move (*held)(e); });
+  return [held, executor, own = rt.executor()](std::exception_ptr e) {
+    boost::asio::post(own, [held, executor, e]() mutable {
+      boost::asio::dispatch(executor, [held, e]() mutable { std::move (*held)(e); });
+    });
   };
 }
 } // namespace detail
