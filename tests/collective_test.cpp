@@ -119,7 +119,9 @@ protected:
           else
             for (std::size_t d = 0; d < k; ++d)
               out.emplace_back(rt(), topo()[d], n, "out" + std::to_string(d));
-          all_reduce(in, out, op, called(op.name));
+          auto o = called(op.name);
+          o.map_cpu_buffers = seed % 30 != 1; // rusticl's buffers copied in chunks, as a GPU's are
+          all_reduce(in, out, op, o);
           for (std::size_t d = 0; d < k; ++d)
             expect_close(read(out[d]), want,
                          "all_reduce " + op.name + " on " + std::to_string(k) + " devices, " + std::to_string(n) +
@@ -161,6 +163,29 @@ TEST_F(Collectives, ALargeArrayInSharedMemoryIsSplitBetweenHostThreads) {
       for (std::size_t d = 0; d < 2; ++d)
         expect_close(read(out[d]), want, "all_reduce " + op.name + " of 16 MiB" + (in_place ? " in place" : ""));
     }
+}
+
+// rusticl's buffers are combined through a map. Two views of one buffer in a call (an input and
+// an output side by side) share one mapping, each at its own offset.
+TEST_F(Collectives, AnInputAndAnOutputInOneCpuBufferAreEachCombinedInPlace) {
+  const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
+  RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (RUSTICL_ENABLE=llvmpipe)");
+  const std::size_t n = 1000;
+  std::vector<std::vector<std::uint32_t>> host;
+  auto in = inputs<std::uint32_t>(1, n, 77, host); // on device 0
+  device_array<std::uint32_t> both(rt(), topo()[*rusticl], 2 * n, "both");
+  host.push_back(values<std::uint32_t>(n, 78));
+  both.sub(0, n).write(host.back());
+  device_array<std::uint32_t> out0(rt(), topo()[0], n, "out0");
+  for (const bool mapped : {true, false}) {
+    collective_options o = called(mapped ? "mapped" : "copied");
+    o.map_cpu_buffers = mapped;
+    all_reduce({in[0], both.sub(0, n)}, {out0, both.sub(n, n)}, reduction<std::uint32_t>::sum(), o);
+    const auto want = reference(host, reduction<std::uint32_t>::sum());
+    expect_close(read(out0), want, o.name + ": device 0");
+    expect_close(read(both.sub(n, n)), want, o.name + ": the second half of rusticl's buffer");
+    expect_close(read(both.sub(0, n)), host.back(), o.name + ": the input half, unchanged");
+  }
 }
 
 TEST_F(Collectives, ReduceToADeviceAndToTheHost) {

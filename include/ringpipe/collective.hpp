@@ -6,9 +6,10 @@
 //
 // Paths (src/coord/), chosen per call:
 //   host    arrays in shared memory of CPU devices up to one_shot_bytes (every size by default):
-//           host threads combine them in place in one pass; and links through host memory (an array without shared
-//           memory) when the operation has a host form: the bytes cross the host anyway, so it
-//           combines them there, in chunks (collective_host.cpp)
+//           host threads combine them in place in one pass; and links through host memory (an
+//           array without shared memory) when the operation has a host form: the bytes cross the
+//           host anyway, so it combines them there, in chunks, or in place through a map for
+//           buffers of CPU devices (collective_host.cpp, host_mappings.cpp)
 //   shared  every array in shared memory of one context: one kernel per device reads its part of
 //           every input in place and writes it to every output (collective_shared.cpp)
 //   devices otherwise: reduce-scatter (device d combines part d of every input, copying in what it
@@ -71,6 +72,10 @@ struct collective_options {
   /// kernel per device. Every size by default: on PoCL the host's vectorised loop ran 1.1-5x faster
   /// than the kernels at every size measured (docs/performance.md).
   std::size_t one_shot_bytes = std::numeric_limits<std::size_t>::max();
+  /// Buffers of CPU devices (rusticl's llvmpipe) are combined on the host through a map, which
+  /// there hands out the buffer's own memory: no copy in or out. false: copied in chunks, as the
+  /// buffers of other devices are.
+  bool map_cpu_buffers = true;
   /// Called on the calling thread before each device's part of each step ("reduce-scatter",
   /// "all-gather", ...): a throw fails the collective as that device's failure (tests inject
   /// failures this way; a tracer can log steps).

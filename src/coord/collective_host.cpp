@@ -3,6 +3,7 @@
 // device takes tens of microseconds; a 4 KiB combine, about a microsecond). Over links through
 // host memory the bytes pass through the host anyway: it combines them there, with no launch.
 #include "collective_steps.hpp"
+#include "host_mappings.hpp"
 
 #include <ringpipe/occupancy.hpp>
 
@@ -96,9 +97,8 @@ host_memory allocate(std::size_t bytes) { return host_memory(new std::byte[bytes
 /// next chunk is combined: the calling thread's own buffer serves both sets, kept between calls (a
 /// fresh one costs page faults that take longer than a small pass). A copy to a device runs while
 /// the next chunk is combined, and may outlive a failed pass: it gets memory of its own.
-host_memory result_memory(std::size_t bytes, const std::vector<array_bytes>& outputs) {
-  for (const auto& o : outputs)
-    if (o.memory() != array_memory::shared) return allocate(bytes);
+host_memory result_memory(std::size_t bytes, bool every_output_reached) {
+  if (!every_output_reached) return allocate(bytes);
   thread_local std::vector<std::byte> kept;
   if (kept.size() < bytes) kept.resize(bytes);
   return host_memory(kept.data(), [](std::byte*) {});
@@ -172,35 +172,49 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
   const std::size_t chunk = std::max(op.element, std::min(bytes, chunk_bytes) / op.element * op.element);
   const std::size_t chunks = (bytes + chunk - 1) / chunk;
   const std::size_t tile = std::max(op.element, tile_bytes / op.element * op.element);
-  // The result is built in place in an output in shared memory where one may hold it: the first
+  const auto is_shared = [](const array_bytes& a) { return a.memory() == array_memory::shared; };
+  const bool all_shared =
+      std::all_of(inputs.begin(), inputs.end(), is_shared) && std::all_of(outputs.begin(), outputs.end(), is_shared);
+  std::optional<host_mappings> mappings; // none over shared memory alone: nothing to map
+  if (!all_shared) {
+    std::vector<array_bytes> arrays = inputs;
+    arrays.insert(arrays.end(), outputs.begin(), outputs.end());
+    mappings.emplace(run, step, arrays);
+  }
+  // Where the host reaches an array: its shared memory, or its mapping; null if neither.
+  const auto where = [&](const array_bytes& a) -> std::byte* {
+    return is_shared(a) ? static_cast<std::byte*>(a.data()) : mappings ? mappings->where(a) : nullptr;
+  };
+  const auto reached = [&](const array_bytes& a) { return where(a) != nullptr; };
+  // The result is built in place in an output the host reaches where one may hold it: the first
   // input, or none of them (it is written before the later inputs are read). Else apart.
   std::optional<std::size_t> in_place;
   for (std::size_t k = 0; k < outputs.size() && host_out == nullptr && !in_place; ++k) {
     const auto& o = outputs[k];
     const bool later_input =
         std::any_of(inputs.begin() + 1, inputs.end(), [&](const array_bytes& i) { return o.overlaps(i); });
-    if (o.memory() == array_memory::shared && !later_input && (o.same_as(inputs[0]) || !o.overlaps(inputs[0])))
-      in_place = k;
+    if (reached(o) && !later_input && (o.same_as(inputs[0]) || !o.overlaps(inputs[0]))) in_place = k;
   }
-  const auto is_shared = [](const array_bytes& a) { return a.memory() == array_memory::shared; };
-  if (std::all_of(inputs.begin(), inputs.end(), is_shared) && std::all_of(outputs.begin(), outputs.end(), is_shared) &&
+  if (std::all_of(inputs.begin(), inputs.end(), reached) && std::all_of(outputs.begin(), outputs.end(), reached) &&
       (in_place || host_out != nullptr)) {
     std::vector<const std::byte*> from(inputs.size());
-    std::transform(inputs.begin(), inputs.end(), from.begin(),
-                   [](const array_bytes& in) { return static_cast<const std::byte*>(in.data()); });
-    auto* result = static_cast<std::byte*>(in_place ? outputs[*in_place].data() : host_out);
+    std::transform(inputs.begin(), inputs.end(), from.begin(), [&](const array_bytes& in) { return where(in); });
+    auto* result = in_place ? where(outputs[*in_place]) : static_cast<std::byte*>(host_out);
     std::vector<std::byte*> copies;
     for (const auto& o : outputs)
-      if (o.data() != result) copies.push_back(static_cast<std::byte*>(o.data()));
-    return combine_in_threads(from, result, copies, bytes, tile, threads_for(inputs, bytes), op);
+      if (where(o) != result) copies.push_back(where(o));
+    combine_in_threads(from, result, copies, bytes, tile, threads_for(inputs, bytes), op);
+    if (mappings) mappings->unmap();
+    return;
   }
   const auto keep_result = in_place ? std::make_shared<array_bytes>(outputs[*in_place]) : nullptr;
   // Two sets of chunk memory: chunk c + 1 is read in while chunk c is combined and written out.
   chunk_memory memory[2];
   for (auto& m : memory) {
     for (const auto& in : inputs)
-      m.inputs.push_back(in.memory() == array_memory::shared ? nullptr : allocate(chunk));
-    if (host_out == nullptr && !in_place) m.result = result_memory(chunk, outputs);
+      m.inputs.push_back(reached(in) ? nullptr : allocate(chunk));
+    if (host_out == nullptr && !in_place)
+      m.result = result_memory(chunk, std::all_of(outputs.begin(), outputs.end(), reached));
   }
   copy_waits reads[2] = {copy_waits(run, step), copy_waits(run, step)};
   copy_waits writes[2] = {copy_waits(run, step), copy_waits(run, step)};
@@ -223,28 +237,24 @@ void host_pass(collective_run& run, std::string_view step, const std::vector<arr
       writes[(c + 1) % 2].wait(); // the other set's result is free again
       read_in(c + 1);
     }
-    const auto from = [&](std::size_t k) -> const void* {
-      return m.inputs[k] ? m.inputs[k].get() : static_cast<const std::byte*>(inputs[k].data()) + at;
-    };
-    void* acc = in_place              ? outputs[*in_place].sub_bytes(at, n).data()
-                : host_out != nullptr ? static_cast<std::byte*>(host_out) + at
-                                      : m.result.get();
     std::vector<const std::byte*> chunk_inputs;
     for (std::size_t k = 0; k < inputs.size(); ++k)
-      chunk_inputs.push_back(static_cast<const std::byte*>(from(k)));
-    std::vector<std::byte*> shared_outputs; // besides the result's own place
+      chunk_inputs.push_back(m.inputs[k] ? m.inputs[k].get() : where(inputs[k]) + at);
+    std::byte* acc = in_place              ? where(outputs[*in_place]) + at
+                     : host_out != nullptr ? static_cast<std::byte*>(host_out) + at
+                                           : m.result.get();
+    std::vector<std::byte*> reached_outputs; // besides the result's own place
     for (const auto& o : outputs)
-      if (auto* to = static_cast<std::byte*>(o.sub_bytes(at, n).data());
-          o.memory() == array_memory::shared && to != acc)
-        shared_outputs.push_back(to);
-    combine_range(chunk_inputs, static_cast<std::byte*>(acc), shared_outputs, 0, n, tile, op);
+      if (reached(o) && where(o) + at != acc) reached_outputs.push_back(where(o) + at);
+    combine_range(chunk_inputs, acc, reached_outputs, 0, n, tile, op);
     for (const auto& o : outputs)
-      if (o.memory() != array_memory::shared)
+      if (!reached(o))
         o.sub_bytes(at, n).start_write(
             acc, writes[c % 2].track(o, in_place ? std::shared_ptr<void>(keep_result) : m.result));
   }
   writes[0].wait();
   writes[1].wait();
+  if (mappings) mappings->unmap();
 }
 
 } // namespace ringpipe::detail

@@ -33,22 +33,6 @@ std::string pass_source(const element_op& op, std::size_t inputs, std::size_t ou
   return s + "  }\n}\n";
 }
 
-/// The status a launch ended with, set by the OpenCL runtime's callback: a waiter sleeps until
-/// then instead of polling (a poll's sleep lasted about 60 us here, longer than a 1 MiB pass).
-std::future<cl_int> ending_of(const cl::Event& e) {
-  auto* ended = new std::promise<cl_int>;
-  auto status = ended->get_future();
-  const auto callback = [](cl_event, cl_int s, void* p) {
-    std::unique_ptr<std::promise<cl_int>> promise(static_cast<std::promise<cl_int>*>(p));
-    promise->set_value(s);
-  };
-  if (const cl_int err = clSetEventCallback(e(), CL_COMPLETE, callback, ended); err != CL_SUCCESS) {
-    delete ended;
-    throw_opencl_error(err, "clSetEventCallback (shared pass)");
-  }
-  return status;
-}
-
 /// The pass's launches; on the way out (also after a failure) waits for each to end, so no kernel
 /// still reads or writes an array its caller may free; memory of one that never ends is left.
 class launches {
@@ -82,6 +66,20 @@ private:
 };
 
 } // namespace
+
+std::future<cl_int> ending_of(const cl::Event& e) {
+  auto* ended = new std::promise<cl_int>;
+  auto status = ended->get_future();
+  const auto callback = [](cl_event, cl_int s, void* p) {
+    std::unique_ptr<std::promise<cl_int>> promise(static_cast<std::promise<cl_int>*>(p));
+    promise->set_value(s);
+  };
+  if (const cl_int err = clSetEventCallback(e(), CL_COMPLETE, callback, ended); err != CL_SUCCESS) {
+    delete ended;
+    throw_opencl_error(err, "clSetEventCallback (shared pass)");
+  }
+  return status;
+}
 
 std::size_t elements_per_item(const device& d) { return d.info().type == device_type::cpu ? 4096 : 1; }
 
