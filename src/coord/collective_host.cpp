@@ -11,6 +11,7 @@
 #include <cstring>
 #include <future>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 namespace ringpipe::detail {
@@ -123,7 +124,7 @@ void combine_range(const std::vector<const std::byte*>& inputs, std::byte* resul
 /// costs more than it saves (measured: two threads gained nothing at 4 MiB, 1.4-1.7x at 16-64 MiB).
 constexpr std::size_t bytes_per_thread = std::size_t{8} << 20;
 
-/// How many threads combine `bytes` over shared memory of CPU devices: the calling thread, and
+/// How many threads combine `bytes` that the host reaches in place: the calling thread, and
 /// more where the devices' pools have idle workers (their cores; a resident kernel holds one).
 std::size_t threads_for(const std::vector<array_bytes>& inputs, std::size_t bytes) {
   std::size_t idle = bytes / bytes_per_thread;
@@ -134,8 +135,8 @@ std::size_t threads_for(const std::vector<array_bytes>& inputs, std::size_t byte
   return std::max<std::size_t>(idle, 1);
 }
 
-/// Every input and output in shared memory: no chunk needs a copy, so the array is split between
-/// threads (threads_for) that each combine their range in place.
+/// The host reaches every input and output (shared memory, or a mapping): no chunk needs a copy,
+/// so the array is split between threads (threads_for) that each combine their range in place.
 void combine_in_threads(const std::vector<const std::byte*>& inputs, std::byte* result,
                         const std::vector<std::byte*>& copies, std::size_t bytes, std::size_t tile, std::size_t threads,
                         const element_op& op) {
@@ -143,16 +144,21 @@ void combine_in_threads(const std::vector<const std::byte*>& inputs, std::byte* 
   const auto bound = [&](std::size_t t) { return elements * t / threads * op.element; };
   std::vector<std::exception_ptr> failed(threads);
   std::vector<std::thread> helpers;
-  for (std::size_t t = 1; t < threads; ++t)
-    helpers.emplace_back([&, t] {
-      try {
-        combine_range(inputs, result, copies, bound(t), bound(t + 1), tile, op);
-      } catch (...) {
-        failed[t] = std::current_exception();
-      }
-    });
+  std::size_t started = 1; // ranges without a thread of their own (none could start) are the caller's
+  try {
+    for (; started < threads; ++started)
+      helpers.emplace_back([&, t = started] {
+        try {
+          combine_range(inputs, result, copies, bound(t), bound(t + 1), tile, op);
+        } catch (...) {
+          failed[t] = std::current_exception();
+        }
+      });
+  } catch (const std::system_error&) { // no thread could start: the calling thread takes the rest
+  }
   try {
     combine_range(inputs, result, copies, 0, bound(1), tile, op);
+    if (started < threads) combine_range(inputs, result, copies, bound(started), bound(threads), tile, op);
   } catch (...) {
     failed[0] = std::current_exception();
   }

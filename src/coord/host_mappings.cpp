@@ -84,9 +84,11 @@ std::byte* host_mappings::where(const array_bytes& a) const {
 }
 
 void host_mappings::unmap() {
+  std::vector<mapping> left;
+  left.swap(maps_); // nothing is unmapped twice, whatever happens below
   std::vector<std::future<cl_int>> unmaps;
   std::vector<const array_bytes*> of;
-  for (const auto& m : maps_) {
+  for (const auto& m : left) {
     cl_event done = nullptr;
     auto& queue = queue_of(m.view);
     if (const cl_int err = clEnqueueUnmapMemObject(queue(), m.view.buffer()(), m.at, 0, nullptr, &done);
@@ -96,8 +98,6 @@ void host_mappings::unmap() {
     unmaps.push_back(ending_of(cl::Event(done)));
     of.push_back(&m.view);
   }
-  std::vector<mapping> left;
-  left.swap(maps_); // nothing is unmapped twice, whatever happens below
   for (std::size_t i = 0; i < unmaps.size(); ++i) {
     if (unmaps[i].wait_until(run_.deadline()) != std::future_status::ready)
       run_.late(step_, of[i]->dev().label() + " (unmapping " + of[i]->describe() + ")");
