@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <future>
+#include <memory>
 
 namespace ringpipe::detail {
 
@@ -38,6 +39,29 @@ void collective_run::failed(std::string_view step, const device& d, const std::e
   } catch (...) {
   }
   throw error(code, what_ + ": " + std::string(step) + ": " + d.label() + " failed: " + why);
+}
+
+void collective_run::wait_ended(std::string_view step, std::future<cl_int>& ending, const device& d,
+                                const std::string& command) const {
+  if (ending.wait_until(deadline_) != std::future_status::ready) late(step, d.label() + " (" + command + ")");
+  if (const cl_int status = ending.get(); status < 0)
+    failed(step, d,
+           std::make_exception_ptr(error(std::error_code(status, opencl_category()),
+                                         command + " failed with " + opencl_error_name(status))));
+}
+
+std::future<cl_int> ending_of(const cl::Event& e) {
+  auto* ended = new std::promise<cl_int>;
+  auto status = ended->get_future();
+  const auto callback = [](cl_event, cl_int s, void* p) {
+    std::unique_ptr<std::promise<cl_int>> promise(static_cast<std::promise<cl_int>*>(p));
+    promise->set_value(s);
+  };
+  if (const cl_int err = clSetEventCallback(e(), CL_COMPLETE, callback, ended); err != CL_SUCCESS) {
+    delete ended;
+    throw_opencl_error(err, "clSetEventCallback (collective)");
+  }
+  return status;
 }
 
 void collective_run::copies(std::string_view step, const std::vector<std::pair<array_bytes, array_bytes>>& pairs) {

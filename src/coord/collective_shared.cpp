@@ -8,7 +8,6 @@
 #include <ringpipe/program.hpp>
 
 #include <future>
-#include <memory>
 
 namespace ringpipe::detail {
 namespace {
@@ -50,13 +49,8 @@ public:
   }
   /// Waits for every launch; throws for the first that failed or is late.
   void wait(std::string_view step) {
-    for (std::size_t i = 0; i < endings_.size(); ++i) {
-      if (endings_[i].wait_until(run_.deadline()) != std::future_status::ready) run_.late(step, parts_[i]->on->label());
-      if (const cl_int status = endings_[i].get(); status < 0)
-        run_.failed(step, *parts_[i]->on,
-                    std::make_exception_ptr(error(std::error_code(status, opencl_category()),
-                                                  std::string("its kernel failed with ") + opencl_error_name(status))));
-    }
+    for (std::size_t i = 0; i < endings_.size(); ++i)
+      run_.wait_ended(step, endings_[i], *parts_[i]->on, "its kernel");
   }
 
 private:
@@ -66,20 +60,6 @@ private:
 };
 
 } // namespace
-
-std::future<cl_int> ending_of(const cl::Event& e) {
-  auto* ended = new std::promise<cl_int>;
-  auto status = ended->get_future();
-  const auto callback = [](cl_event, cl_int s, void* p) {
-    std::unique_ptr<std::promise<cl_int>> promise(static_cast<std::promise<cl_int>*>(p));
-    promise->set_value(s);
-  };
-  if (const cl_int err = clSetEventCallback(e(), CL_COMPLETE, callback, ended); err != CL_SUCCESS) {
-    delete ended;
-    throw_opencl_error(err, "clSetEventCallback (shared pass)");
-  }
-  return status;
-}
 
 std::size_t elements_per_item(const device& d) { return d.info().type == device_type::cpu ? 4096 : 1; }
 

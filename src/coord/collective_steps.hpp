@@ -43,6 +43,11 @@ public:
   [[noreturn]] void failed(std::string_view step, const device& d, const std::exception_ptr& e) const;
   /// The failure failed() would throw, to rethrow later.
   std::exception_ptr named(std::string_view step, const device& d, const std::exception_ptr& e) const;
+  /// Waits until the deadline for a command on `d` to end (`ending` from ending_of()); throws as
+  /// late() or failed() when it did not end in time or ended with an error, naming `command`
+  /// ("its kernel", "mapping array 'x'").
+  void wait_ended(std::string_view step, std::future<cl_int>& ending, const device& d,
+                  const std::string& command) const;
 
 private:
   std::string what_;

@@ -29,7 +29,7 @@ host_mappings::host_mappings(collective_run& run, std::string_view step, const s
     else
       r->second = {std::min(r->second.first, lo), std::max(r->second.second, hi)};
   }
-  std::vector<std::pair<cl::Event, std::future<cl_int>>> maps;
+  std::vector<std::future<cl_int>> maps;
   for (const auto& [a, range] : ranges) {
     cl_int err = CL_SUCCESS;
     cl_event done = nullptr;
@@ -46,20 +46,12 @@ host_mappings::host_mappings(collective_run& run, std::string_view step, const s
                            "clEnqueueMapBuffer of " + a.describe() + " failed with " + opencl_error_name(err))));
     }
     maps_.push_back({a, range.first, static_cast<std::byte*>(at)});
-    cl::Event event(done);
     queue_of(a).flush();
-    maps.emplace_back(event, ending_of(event));
+    maps.push_back(ending_of(cl::Event(done)));
   }
   try {
-    for (std::size_t i = 0; i < maps.size(); ++i) {
-      if (maps[i].second.wait_until(run.deadline()) != std::future_status::ready)
-        run.late(step, maps_[i].view.dev().label() + " (mapping " + maps_[i].view.describe() + ")");
-      if (const cl_int status = maps[i].second.get(); status < 0)
-        run.failed(step, maps_[i].view.dev(),
-                   std::make_exception_ptr(
-                       error(std::error_code(status, opencl_category()),
-                             "mapping " + maps_[i].view.describe() + " failed with " + opencl_error_name(status))));
-    }
+    for (std::size_t i = 0; i < maps.size(); ++i)
+      run.wait_ended(step, maps[i], maps_[i].view.dev(), "mapping " + maps_[i].view.describe());
   } catch (...) {
     try {
       unmap();
@@ -77,7 +69,7 @@ host_mappings::~host_mappings() {
 }
 
 std::byte* host_mappings::where(const array_bytes& a) const {
-  if (a.memory() == array_memory::shared) return static_cast<std::byte*>(a.data());
+  if (a.memory() != array_memory::buffer) return nullptr;
   for (const auto& m : maps_)
     if (m.view.buffer()() == a.buffer()()) return m.at + (a.offset_bytes() - m.lo);
   return nullptr;
@@ -98,15 +90,8 @@ void host_mappings::unmap() {
     unmaps.push_back(ending_of(cl::Event(done)));
     of.push_back(&m.view);
   }
-  for (std::size_t i = 0; i < unmaps.size(); ++i) {
-    if (unmaps[i].wait_until(run_.deadline()) != std::future_status::ready)
-      run_.late(step_, of[i]->dev().label() + " (unmapping " + of[i]->describe() + ")");
-    if (const cl_int status = unmaps[i].get(); status < 0)
-      run_.failed(step_, of[i]->dev(),
-                  std::make_exception_ptr(
-                      error(std::error_code(status, opencl_category()),
-                            "unmapping " + of[i]->describe() + " failed with " + opencl_error_name(status))));
-  }
+  for (std::size_t i = 0; i < unmaps.size(); ++i)
+    run_.wait_ended(step_, unmaps[i], of[i]->dev(), "unmapping " + of[i]->describe());
 }
 
 } // namespace ringpipe::detail

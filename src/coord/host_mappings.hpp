@@ -22,7 +22,7 @@ public:
   host_mappings(const host_mappings&) = delete;
   host_mappings& operator=(const host_mappings&) = delete;
 
-  /// Where the host reaches `a`'s first byte: its shared memory or its mapping; null otherwise.
+  /// Where the host reaches `a`'s first byte through a mapping; null for an array not mapped.
   std::byte* where(const array_bytes& a) const;
   /// Unmaps every mapping and waits for it: the buffers hold what was written through them.
   void unmap();
