@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -110,6 +111,58 @@ TEST_F(RemoteLink, CreditsBoundWhatIsInFlightBehindASlowConsumer) {
     rx.wait(60s);
     EXPECT_EQ(next, count);
     EXPECT_EQ(wrong, 0u);
+  }
+}
+
+int threads_of_this_process() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+// Eight links at once, four each way, every message checked on its link: all of a rank's link
+// ends move on the rank's one link thread (a thread per end took a core's turn each).
+TEST_F(RemoteLink, EveryLinkOfARankMovesOnOneThread) {
+  constexpr int links = 4;
+  constexpr std::uint32_t count = 20000;
+  const int before = threads_of_this_process();
+  std::vector<std::shared_ptr<ring_buffer>> out, in;
+  std::vector<std::unique_ptr<mpi::remote_sender>> tx;
+  std::vector<std::unique_ptr<mpi::remote_receiver>> rx;
+  const int peer = 1 - w().rank();
+  for (int i = 0; i < links; ++i) { // rank 0 sends on links 20-23 and receives on 24-27; rank 1 the other way
+    const int mine = 20 + i + (sender() ? 0 : links), theirs = 20 + i + (sender() ? links : 0);
+    out.push_back(std::make_shared<ring_buffer>(256, sizeof(msg), ring_options{"out-" + std::to_string(mine)}));
+    in.push_back(std::make_shared<ring_buffer>(256, sizeof(msg), ring_options{"in-" + std::to_string(theirs)}));
+    mpi::remote_options o;
+    o.batch = 64;
+    tx.push_back(std::make_unique<mpi::remote_sender>(w(), out.back(), peer, mine, o));
+    rx.push_back(std::make_unique<mpi::remote_receiver>(w(), in.back(), peer, theirs, o));
+  }
+  EXPECT_LE(threads_of_this_process(), before + 1) << "a thread per link end";
+  std::vector<std::uint32_t> pushed(links), next(links), wrong(links);
+  for (bool busy = true; busy;) {
+    busy = false;
+    for (int i = 0; i < links; ++i) {
+      if (pushed[i] < count) {
+        const msg m = make_test_message<16>(pushed[i]);
+        pushed[i] += static_cast<std::uint32_t>(out[i]->push_n_bytes(&m, 1));
+        if (pushed[i] == count) out[i]->close();
+      }
+      msg m;
+      if (in[i]->pop_n_bytes(&m, 1) == 1 && m.seq != next[i]++) ++wrong[i];
+      busy = busy || pushed[i] < count || !in[i]->drained();
+    }
+  }
+  for (int i = 0; i < links; ++i) {
+    tx[i]->wait(60s);
+    rx[i]->wait(60s);
+    EXPECT_EQ(next[i], count) << "link " << i;
+    EXPECT_EQ(wrong[i], 0u) << "link " << i;
+    EXPECT_EQ(rx[i]->stats().messages, count);
   }
 }
 

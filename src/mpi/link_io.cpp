@@ -1,24 +1,33 @@
-// One end's MPI calls: frames, generations, and sends and receives bounded by the timeout.
+// One end's MPI calls: frames, generations, and sends and receives posted, then tested on later
+// turns until they complete or the timeout passes.
 
 #include "link_io.hpp"
 
 #include <ringpipe/error.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ringpipe::mpi::detail {
 
 namespace {
-constexpr std::chrono::nanoseconds last_word = std::chrono::seconds(2);
+constexpr std::chrono::nanoseconds last_word_within = std::chrono::seconds(2);
 constexpr std::chrono::nanoseconds busy_for = std::chrono::milliseconds(2);
 } // namespace
 
-link_io::link_io(world& w, int peer, int link, std::chrono::nanoseconds timeout, std::chrono::nanoseconds spin,
-                 std::function<bool()> give_up)
-    : world_(w), peer_(peer), link_(link), timeout_(timeout), spin_(spin), give_up_(std::move(give_up)),
-      heard_(clock::now()), said_(clock::now()) {
+link_io::link_io(world& w, int peer, int link, std::chrono::nanoseconds timeout, std::function<bool()> give_up)
+    : world_(w), peer_(peer), link_(link), timeout_(timeout), give_up_(std::move(give_up)), heard_(clock::now()),
+      said_(clock::now()) {
   std::lock_guard lock(world_.lock());
   generation_ = ++world_.link_book().opened[{link_, peer_}];
+}
+
+link_io::~link_io() { // an end that did not finish its sends (the world ends): MPI may keep them
+  std::lock_guard lock(world_.lock());
+  for (auto& s : sends_)
+    for (int i = 0; i < s.n; ++i)
+      if (s.requests[i] != MPI_REQUEST_NULL) MPI_Request_free(&s.requests[i]);
+  if (payload_ != MPI_REQUEST_NULL) cancel(payload_);
 }
 
 std::string link_io::where() const {
@@ -36,21 +45,25 @@ void link_io::check(int status, const char* call) const {
 
 void link_io::send_header(frame_kind kind, std::uint32_t count, std::uint64_t value, bool forward) {
   const frame_header h{kind, count, value, generation_};
-  send({{&h, sizeof h}}, forward, std::nullopt);
+  std::vector<std::byte> bytes(sizeof h);
+  std::memcpy(bytes.data(), &h, sizeof h);
+  post(std::move(bytes), std::nullopt, forward, false);
 }
 
 void link_io::send_data(const std::byte* messages, std::size_t n, std::uint32_t slot) {
   const frame_header h{frame_kind::data, static_cast<std::uint32_t>(n), 0, generation_};
-  send({{&h, sizeof h}, {messages, n * slot}}, true, std::nullopt);
+  std::vector<std::byte> bytes(sizeof h);
+  std::memcpy(bytes.data(), &h, sizeof h);
+  post(std::move(bytes), part{messages, n * slot}, true, false);
 }
 
 void link_io::send_text(frame_kind kind, const std::string& text, std::uint64_t value, bool forward) noexcept {
   try {
     const frame_header h{kind, static_cast<std::uint32_t>(text.size()), value, generation_};
-    header_.resize(sizeof h + text.size());
-    std::memcpy(header_.data(), &h, sizeof h);
-    std::memcpy(header_.data() + sizeof h, text.data(), text.size());
-    send({{header_.data(), header_.size()}}, forward, std::min<std::chrono::nanoseconds>(timeout_, last_word));
+    std::vector<std::byte> bytes(sizeof h + text.size());
+    std::memcpy(bytes.data(), &h, sizeof h);
+    std::memcpy(bytes.data() + sizeof h, text.data(), text.size());
+    post(std::move(bytes), std::nullopt, forward, true);
   } catch (...) { // the peer may be gone: this end fails anyway
   }
 }
@@ -58,6 +71,99 @@ void link_io::send_text(frame_kind kind, const std::string& text, std::uint64_t 
 void link_io::heartbeat_if_due(bool forward) {
   if (clock::now() - said_ < timeout_ / 4) return;
   send_header(frame_kind::heartbeat, 0, 0, forward);
+}
+
+void link_io::post(std::vector<std::byte> header, std::optional<part> data, bool forward, bool last_word) {
+  outgoing o;
+  o.header = std::move(header);
+  o.started = said_ = clock::now();
+  o.deadline = o.started + (last_word ? std::min<std::chrono::nanoseconds>(timeout_, last_word_within) : timeout_);
+  o.data = data.has_value();
+  o.last_word = last_word;
+  std::lock_guard lock(world_.lock());
+  check(MPI_Isend(o.header.data(), static_cast<int>(o.header.size()), MPI_BYTE, peer_, tag(forward), MPI_COMM_WORLD,
+                  &o.requests[o.n++]),
+        "MPI_Isend");
+  if (data) {
+    const int status = MPI_Isend(data->data, static_cast<int>(data->bytes), MPI_BYTE, peer_, tag(forward),
+                                 MPI_COMM_WORLD, &o.requests[o.n++]);
+    if (status != MPI_SUCCESS) MPI_Request_free(&o.requests[0]);
+    check(status, "MPI_Isend");
+  }
+  sends_.push_back(std::move(o)); // the header's bytes stay where MPI reads them (a vector moves its buffer)
+}
+
+bool link_io::test_sends() {
+  bool completed = false;
+  for (auto s = sends_.begin(); s != sends_.end();) {
+    int done = 0;
+    {
+      std::lock_guard lock(world_.lock());
+      check(MPI_Testall(s->n, s->requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    }
+    if (done != 0) {
+      s = sends_.erase(s);
+      completed = true;
+      continue;
+    }
+    const bool late = clock::now() > s->deadline, abandoned = !late && !s->last_word && give_up_ && give_up_();
+    if (late || abandoned) {
+      const auto limit = s->deadline - s->started;
+      const bool last_word = s->last_word;
+      for (int i = 0; i < s->n; ++i)
+        cancel(s->requests[i]);
+      s = sends_.erase(s);
+      if (last_word) continue; // the peer may be gone: this end fails anyway
+      late_or_abandoned(late, "frame", limit);
+    }
+    ++s;
+  }
+  return completed;
+}
+
+bool link_io::data_in_flight() const noexcept {
+  return std::any_of(sends_.begin(), sends_.end(), [](const outgoing& s) { return s.data; });
+}
+
+bool link_io::transfer_busy() const noexcept {
+  const auto now = clock::now();
+  if (payload_receiving_ && now - payload_started_ < busy_for) return true;
+  return std::any_of(sends_.begin(), sends_.end(),
+                     [&](const outgoing& s) { return s.data && now - s.started < busy_for; });
+}
+
+void link_io::abandon_transfers() noexcept {
+  const auto last = clock::now() + std::min<std::chrono::nanoseconds>(timeout_, last_word_within);
+  for (auto s = sends_.begin(); s != sends_.end();) {
+    if (s->data) {
+      for (int i = 0; i < s->n; ++i)
+        cancel(s->requests[i]);
+      s = sends_.erase(s);
+      continue;
+    }
+    s->last_word = true;
+    s->deadline = std::min(s->deadline, last);
+    ++s;
+  }
+  if (payload_receiving_) {
+    cancel(payload_);
+    payload_receiving_ = false;
+  }
+}
+
+void link_io::cancel(MPI_Request& r) noexcept {
+  if (r == MPI_REQUEST_NULL) return;
+  std::lock_guard lock(world_.lock());
+  MPI_Cancel(&r);
+  MPI_Request_free(&r);
+}
+
+void link_io::late_or_abandoned(bool late, const char* what, std::chrono::nanoseconds limit) {
+  if (!late)
+    throw error(errc::remote_failed, where() + ": a " + what + " abandoned before rank " + std::to_string(peer_) +
+                                         " completed it (the link ended here)");
+  throw error(errc::remote_failed, where() + ": rank " + std::to_string(peer_) + " did not complete a " + what +
+                                       " within " + std::to_string(limit.count() / 1000000) + " ms");
 }
 
 frame link_io::read(const std::vector<std::byte>& raw) {
@@ -111,101 +217,71 @@ std::optional<frame> link_io::poll(bool forward) {
   }
 }
 
-std::optional<frame> link_io::receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward) {
-  MPI_Request request = MPI_REQUEST_NULL;
+void link_io::receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward) {
+  std::lock_guard lock(world_.lock());
+  auto& book = world_.link_book();
+  if (const auto kept = book.early.find({peer_, tag(forward), generation_}); kept != book.early.end()) {
+    const auto raw = std::move(kept->second.front()); // came before this link opened here
+    kept->second.pop_front();
+    if (kept->second.empty()) book.early.erase(kept);
+    if (raw.size() != first.size() + second.size())
+      throw error(errc::remote_failed, where() + ": a data frame of the wrong size");
+    std::memcpy(first.data(), raw.data(), first.size());
+    if (!second.empty()) std::memcpy(second.data(), raw.data() + first.size(), second.size());
+    return;
+  }
+  book.payload_next.erase({peer_, tag(forward)});
+  if (second.empty()) {
+    check(MPI_Irecv(first.data(), static_cast<int>(first.size()), MPI_BYTE, peer_, tag(forward), MPI_COMM_WORLD,
+                    &payload_),
+          "MPI_Irecv");
+  } else { // one message into two pieces: a type of two blocks at absolute addresses
+    const int lengths[2] = {static_cast<int>(first.size()), static_cast<int>(second.size())};
+    MPI_Aint at[2];
+    MPI_Get_address(first.data(), &at[0]);
+    MPI_Get_address(second.data(), &at[1]);
+    MPI_Datatype pieces = MPI_DATATYPE_NULL;
+    check(MPI_Type_create_hindexed(2, lengths, at, MPI_BYTE, &pieces), "MPI_Type_create_hindexed");
+    MPI_Type_commit(&pieces);
+    const int status = MPI_Irecv(MPI_BOTTOM, 1, pieces, peer_, tag(forward), MPI_COMM_WORLD, &payload_);
+    MPI_Type_free(&pieces); // freed once the receive no longer needs it
+    check(status, "MPI_Irecv");
+  }
+  first_ = first;
+  second_ = second;
+  payload_started_ = clock::now();
+  payload_receiving_ = true;
+}
+
+bool link_io::payload_done() {
+  if (!payload_receiving_) return true;
+  int done = 0;
+  MPI_Status status;
   {
     std::lock_guard lock(world_.lock());
-    auto& book = world_.link_book();
-    if (const auto kept = book.early.find({peer_, tag(forward), generation_}); kept != book.early.end()) {
-      const auto raw = std::move(kept->second.front()); // came before this link opened here
-      kept->second.pop_front();
-      if (kept->second.empty()) book.early.erase(kept);
-      if (raw.size() != first.size() + second.size())
-        throw error(errc::remote_failed, where() + ": a data frame of the wrong size");
-      std::memcpy(first.data(), raw.data(), first.size());
-      if (!second.empty()) std::memcpy(second.data(), raw.data() + first.size(), second.size());
-      return std::nullopt;
-    }
-    book.payload_next.erase({peer_, tag(forward)});
-    if (second.empty()) {
-      check(MPI_Irecv(first.data(), static_cast<int>(first.size()), MPI_BYTE, peer_, tag(forward), MPI_COMM_WORLD,
-                      &request),
-            "MPI_Irecv");
-    } else { // one message into two pieces: a type of two blocks at absolute addresses
-      const int lengths[2] = {static_cast<int>(first.size()), static_cast<int>(second.size())};
-      MPI_Aint at[2];
-      MPI_Get_address(first.data(), &at[0]);
-      MPI_Get_address(second.data(), &at[1]);
-      MPI_Datatype pieces = MPI_DATATYPE_NULL;
-      check(MPI_Type_create_hindexed(2, lengths, at, MPI_BYTE, &pieces), "MPI_Type_create_hindexed");
-      MPI_Type_commit(&pieces);
-      const int status = MPI_Irecv(MPI_BOTTOM, 1, pieces, peer_, tag(forward), MPI_COMM_WORLD, &request);
-      MPI_Type_free(&pieces); // freed once the receive no longer needs it
-      check(status, "MPI_Irecv");
-    }
+    check(MPI_Test(&payload_, &done, &status), "MPI_Test");
   }
-  MPI_Status status;
-  complete(&request, 1, std::nullopt, "data", &status);
+  if (done == 0) {
+    const bool late = clock::now() > payload_started_ + timeout_, abandoned = !late && give_up_ && give_up_();
+    if (late || abandoned) {
+      cancel(payload_);
+      payload_receiving_ = false;
+      late_or_abandoned(late, "data", timeout_);
+    }
+    return false;
+  }
+  payload_receiving_ = false;
   heard_ = clock::now();
   int got = 0;
   MPI_Get_count(&status, MPI_BYTE, &got);
-  if (static_cast<std::size_t>(got) == first.size() + second.size()) return std::nullopt;
+  if (static_cast<std::size_t>(got) == first_.size() + second_.size()) return true;
   // Shorter: the next message on the tag, a frame, matched the receive instead of the messages.
   std::vector<std::byte> raw(static_cast<std::size_t>(got));
-  const auto from_first = std::min(raw.size(), first.size());
-  std::memcpy(raw.data(), first.data(), from_first);
-  std::memcpy(raw.data() + from_first, second.data(), raw.size() - from_first);
-  return read(raw);
-}
-
-void link_io::send(std::initializer_list<part> parts, bool forward, std::optional<std::chrono::nanoseconds> last) {
-  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  int n = 0;
-  {
-    std::lock_guard lock(world_.lock());
-    for (const auto& p : parts)
-      check(MPI_Isend(p.data, static_cast<int>(p.bytes), MPI_BYTE, peer_, tag(forward), MPI_COMM_WORLD, &requests[n++]),
-            "MPI_Isend");
-  }
-  complete(requests, n, last, "frame");
-  said_ = clock::now();
-}
-
-// Tests the requests, with the lock taken only around each test, until they complete, the time
-// runs out, or give_up says the link ended here.
-void link_io::complete(MPI_Request* requests, int n, std::optional<std::chrono::nanoseconds> last, const char* what,
-                       MPI_Status* statuses) {
-  const auto started = clock::now(), deadline = started + last.value_or(timeout_);
-  pacer pace(spin_);
-  for (;;) {
-    int done = 0;
-    {
-      std::lock_guard lock(world_.lock());
-      check(MPI_Testall(n, requests, &done, statuses != nullptr ? statuses : MPI_STATUSES_IGNORE), "MPI_Testall");
-    }
-    if (done != 0) return;
-    const bool late = clock::now() > deadline, abandoned = !late && !last && give_up_ && give_up_();
-    if (late || abandoned) {
-      {
-        std::lock_guard lock(world_.lock());
-        for (int i = 0; i < n; ++i)
-          if (requests[i] != MPI_REQUEST_NULL) {
-            MPI_Cancel(&requests[i]);
-            MPI_Request_free(&requests[i]);
-          }
-      }
-      if (abandoned)
-        throw error(errc::remote_failed, where() + ": a " + what + " abandoned before rank " + std::to_string(peer_) +
-                                             " completed it (the link ended here)");
-      throw error(errc::remote_failed, where() + ": rank " + std::to_string(peer_) + " did not complete a " + what +
-                                           " within " + std::to_string(last.value_or(timeout_).count() / 1000000) +
-                                           " ms");
-    }
-    // A transfer under way completes in MPI's progress, which runs in these tests: test again at
-    // once for a while (a 4 MiB frame takes about a millisecond; yielding between tests made big
-    // messages 4x slower), then pace like an idle link.
-    if (clock::now() - started > busy_for) pace.idle();
-  }
+  const auto from_first = std::min(raw.size(), first_.size());
+  std::memcpy(raw.data(), first_.data(), from_first);
+  std::memcpy(raw.data() + from_first, second_.data(), raw.size() - from_first);
+  instead_ = read(raw);
+  return true;
 }
 
 } // namespace ringpipe::mpi::detail

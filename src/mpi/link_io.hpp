@@ -1,8 +1,10 @@
 #pragma once
 // The MPI calls of one end of a remote link: frames to and from the peer on one tag per
-// direction, one call at a time under the world's lock, never blocking on the peer for longer
-// than the link's timeout. A data frame is two MPI messages on its tag (so in order): its header,
-// then its messages, sent from where they lie (a ring's slots) and received where they go.
+// direction, one call at a time under the world's lock, none of them waiting (the rank's link
+// engine turns every end on one thread). Sends are posted and tested on later turns; one that the
+// peer does not complete within the link's timeout fails the link. A data frame is two MPI
+// messages on its tag (so in order): its header, then its messages, sent from where they lie (a
+// ring's slots) and received where they go.
 
 #include "link_book.hpp"
 #include "remote_frames.hpp"
@@ -11,6 +13,7 @@
 
 #include <mpi.h>
 
+#include <deque>
 #include <functional>
 #include <optional>
 #include <span>
@@ -22,9 +25,10 @@ public:
   using clock = std::chrono::steady_clock;
   /// `give_up`: a send or receive the peer has not completed is abandoned once it returns true
   /// (the link is being destroyed, or its ring was cancelled), instead of waiting out the timeout.
-  /// `spin`: how long a wait for a send or receive polls before it sleeps (remote_options::idle_spin).
-  link_io(world& w, int peer, int link, std::chrono::nanoseconds timeout, std::chrono::nanoseconds spin,
-          std::function<bool()> give_up);
+  link_io(world& w, int peer, int link, std::chrono::nanoseconds timeout, std::function<bool()> give_up);
+  ~link_io();
+  link_io(const link_io&) = delete;
+  link_io& operator=(const link_io&) = delete;
 
   int self() const noexcept { return world_.rank(); }
   int peer() const noexcept { return peer_; }
@@ -32,39 +36,66 @@ public:
   std::chrono::nanoseconds silent_for() const noexcept { return clock::now() - heard_; }
 
   void send_header(frame_kind kind, std::uint32_t count, std::uint64_t value, bool forward);
+  /// Sends `n` messages from `messages`, which must stay as they are until data_in_flight() is false.
   void send_data(const std::byte* messages, std::size_t n, std::uint32_t slot);
-  /// The last word on a failing link (an abort): tried for 2 s at most, never throws.
+  /// The last word on a failing link (an abort): tested for 2 s at most, never fails the link.
   void send_text(frame_kind kind, const std::string& text, std::uint64_t value, bool forward) noexcept;
   void heartbeat_if_due(bool forward);
+  /// Tests the sends under way: true if one completed. Throws when one is late or abandoned.
+  bool test_sends();
+  bool sends_done() const noexcept { return sends_.empty(); }
+  bool data_in_flight() const noexcept;
+  /// A data transfer (a send or a payload) under way for less than a few milliseconds: test it
+  /// again at once rather than pace (yielding between tests made big messages 4x slower).
+  bool transfer_busy() const noexcept;
+  /// A failing end: data sends and a payload under way are cancelled (their memory is a ring's),
+  /// every other send becomes a last word.
+  void abandon_transfers() noexcept;
+
   /// The next frame in direction `forward`, if one came. Frames of other generations of this
   /// link number (link_book) are dropped (older) or kept for their link (newer).
   std::optional<frame> poll(bool forward);
-  /// The messages of the data frame poll() just returned with payload_follows, into `first`
-  /// then `second` (a ring's slots up to its end, then from its start). A sender that abandoned
-  /// them sends its next frame (an abort) instead: that frame is returned.
-  std::optional<frame> receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward);
+  /// Starts receiving the messages of the data frame poll() just returned with payload_follows,
+  /// into `first` then `second` (a ring's slots up to its end, then from its start).
+  void receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward);
+  /// True once the payload is in place, or a frame came instead: a sender that abandoned the
+  /// messages sends its next frame (an abort), which payload_instead() then gives.
+  bool payload_done();
+  std::optional<frame> payload_instead() { return std::exchange(instead_, std::nullopt); }
 
 private:
   struct part {
     const void* data;
     std::size_t bytes;
   };
+  struct outgoing {
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int n = 0;
+    std::vector<std::byte> header; // sent from here
+    clock::time_point started, deadline;
+    bool data = false, last_word = false;
+  };
   int tag(bool forward) const noexcept { return 2 * link_ + (forward ? 0 : 1); }
   std::string where() const;
   void check(int status, const char* call) const;
   frame read(const std::vector<std::byte>& raw);
   std::vector<std::byte> take(MPI_Status& status, bool forward);
-  void send(std::initializer_list<part> parts, bool forward, std::optional<std::chrono::nanoseconds> last);
-  void complete(MPI_Request* requests, int n, std::optional<std::chrono::nanoseconds> last, const char* what,
-                MPI_Status* statuses = nullptr);
+  void post(std::vector<std::byte> header, std::optional<part> data, bool forward, bool last_word);
+  void cancel(MPI_Request& r) noexcept;
+  [[noreturn]] void late_or_abandoned(bool late, const char* what, std::chrono::nanoseconds limit);
 
   world& world_;
   int peer_, link_;
-  std::chrono::nanoseconds timeout_, spin_;
+  std::chrono::nanoseconds timeout_;
   std::function<bool()> give_up_;
   std::uint32_t generation_ = 0;
   clock::time_point heard_, said_;
-  std::vector<std::byte> header_; // what is being sent (small: headers and texts)
+  std::deque<outgoing> sends_;
+  MPI_Request payload_ = MPI_REQUEST_NULL;
+  std::span<std::byte> first_, second_;
+  clock::time_point payload_started_;
+  bool payload_receiving_ = false;
+  std::optional<frame> instead_;
 };
 
 } // namespace ringpipe::mpi::detail

@@ -2,6 +2,7 @@
 // What the two ends of a remote link say to each other: frames (a header, then text, or for data
 // the messages as an MPI message of their own), and how an idle end paces its polling.
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +40,8 @@ struct frame : frame_header {
 class pacer {
 public:
   explicit pacer(std::chrono::nanoseconds spin = std::chrono::nanoseconds(0)) : spin_(spin) {}
+  /// Yields for at least `spin` after progress (the longest any task asked for).
+  void keep_spinning(std::chrono::nanoseconds spin) noexcept { spin_ = std::max(spin_, spin); }
   void progress() noexcept {
     sleep_ = std::chrono::microseconds(0);
     last_ = std::chrono::steady_clock::now();

@@ -1,4 +1,5 @@
 #include "link_book.hpp"
+#include "link_engine.hpp"
 
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/world.hpp>
@@ -10,7 +11,8 @@
 
 namespace ringpipe::mpi {
 
-world::world(int& argc, char**& argv) : book_(std::make_unique<detail::link_book>()) {
+world::world(int& argc, char**& argv)
+    : book_(std::make_unique<detail::link_book>()), engine_(std::make_unique<detail::link_engine>()) {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (initialised != 0) throw error(errc::invalid_argument, "mpi::world: MPI is already initialised in this process");
@@ -33,6 +35,7 @@ world::world(int& argc, char**& argv) : book_(std::make_unique<detail::link_book
 }
 
 world::~world() {
+  engine_.reset(); // no link thread left making MPI calls
   std::lock_guard guard(lock_);
   MPI_Finalize();
 }

@@ -7,6 +7,9 @@
 // both sides stays bounded whatever the rates; MPI's own queue of unexpected messages never grows
 // past that. Message sizes are checked when the link opens (both sizes named if they differ).
 //
+// Every link end of a rank moves on one thread of the world's (started with the first link), so
+// a rank's links take one core's turn between them, not one each.
+//
 // Failure: a sender whose ring was cancelled (its pipeline failed) tells the receiver, which
 // cancels its ring with the reason and the sender's rank; a peer that sends nothing (not even the
 // heartbeat both sides send when idle) for `timeout` fails the link on this side. wait() throws
@@ -29,8 +32,9 @@ namespace ringpipe::mpi {
 struct remote_options {
   std::uint32_t batch = 4096;                                  ///< messages per MPI message at most
   std::chrono::nanoseconds timeout = std::chrono::seconds(30); ///< a silent peer fails the link
-  /// How long an idle end keeps polling (yielding its core) after the last frame before it sleeps
-  /// (10 us growing to 1 ms): the latency of a quiet link against the cores an idle one takes.
+  /// How long the rank's link thread, which moves every link's frames, keeps polling (yielding
+  /// its core) after the last frame before it sleeps (10 us growing to 1 ms): the latency of a
+  /// quiet link against the cores an idle one takes. The longest of the open links' counts.
   std::chrono::nanoseconds idle_spin = std::chrono::microseconds(200);
 };
 

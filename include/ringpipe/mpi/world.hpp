@@ -13,7 +13,8 @@ namespace ringpipe::mpi {
 
 namespace detail {
 struct link_book;
-}
+class link_engine;
+} // namespace detail
 
 class world {
 public:
@@ -36,12 +37,15 @@ public:
   /// The remote links' records (for remote.cpp): how often each link number was opened with each
   /// peer, and frames that came before their link was opened here. Guarded by lock().
   detail::link_book& link_book() noexcept { return *book_; }
+  /// The thread that moves every remote link's frames on this rank (for remote.cpp).
+  detail::link_engine& links() noexcept { return *engine_; }
 
 private:
   int rank_ = 0, size_ = 1;
   std::string host_;
   std::mutex lock_;
   std::unique_ptr<detail::link_book> book_;
+  std::unique_ptr<detail::link_engine> engine_; // its thread starts with the first link
 };
 
 } // namespace ringpipe::mpi
