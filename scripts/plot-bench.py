@@ -90,16 +90,21 @@ def plot_versus(res, path, title):
 
 
 def plot_remote(res, path, title):
+    """ringpipe per family of runs (builds compared in one file), raw MPI over every run."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    lat = [("ringpipe", "one_way_p50_us", "one_way_p99_us", {}), ("baseline: raw MPI", "mpi_one_way_p50_us",
-                                                                   "mpi_one_way_p99_us", dict(color="0.6"))]
-    groups = ["p50", "p99"]
-    series = [(label, [sum(res.series("remote.latency", "bytes", p50).values(), []) or None,
-                       sum(res.series("remote.latency", "bytes", p99).values(), []) or None], style)
-              for label, p50, p99, style in lat]
-    bars(a, groups, series, "one-way latency of an 8-byte message (µs)", log=True)
+    fams = res.families if len(res.families) > 1 else [None]
+
+    def both(fam, p50, p99):
+        return [sum(res.series("remote.latency", "bytes", m, fam=fam).values(), []) or None for m in (p50, p99)]
+
+    series = [(f"ringpipe: {fam}" if fam else "ringpipe", both(fam, "one_way_p50_us", "one_way_p99_us"),
+               dict(color=f"C{i}")) for i, fam in enumerate(fams)]
+    series.append(("baseline: raw MPI", both(None, "mpi_one_way_p50_us", "mpi_one_way_p99_us"), dict(color="0.6")))
+    bars(a, ["p50", "p99"], series, "one-way latency of an 8-byte message (µs)", log=True)
     a.set_title("latency between two ranks", fontsize=9)
-    line(b, res.series("remote.stream", "bytes", "bytes_per_s"), "ringpipe remote link", scale=1e-9)
+    for i, fam in enumerate(fams):
+        line(b, res.series("remote.stream", "bytes", "bytes_per_s", fam=fam),
+             f"ringpipe remote link: {fam}" if fam else "ringpipe remote link", dict(color=f"C{i}"), scale=1e-9)
     line(b, res.series("remote.stream", "bytes", "mpi_bytes_per_s"), "baseline: raw MPI, one buffer", BASELINE, scale=1e-9)
     line(b, res.series("remote.stream", "bytes", "mpi_16_buffers_bytes_per_s"), "baseline: raw MPI, 16 buffers",
          dict(color="0.7", linestyle=":"), scale=1e-9)
