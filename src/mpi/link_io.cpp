@@ -12,7 +12,6 @@ namespace ringpipe::mpi::detail {
 
 namespace {
 constexpr std::chrono::nanoseconds last_word_within = std::chrono::seconds(2);
-constexpr std::chrono::nanoseconds give_up_grace = std::chrono::milliseconds(20);
 constexpr std::chrono::nanoseconds busy_for = std::chrono::milliseconds(2);
 } // namespace
 
@@ -107,7 +106,7 @@ bool link_io::test_sends() {
       completed = true;
       continue;
     }
-    const bool late = clock::now() > s->deadline, abandoned = !late && !s->last_word && given_up(s->give_up_at);
+    const bool late = clock::now() > s->deadline, abandoned = !late && !s->last_word && give_up_ && give_up_();
     if (late || abandoned) {
       const auto limit = s->deadline - s->started;
       const bool last_word = s->last_word;
@@ -157,15 +156,6 @@ void link_io::cancel(MPI_Request& r) noexcept {
   std::lock_guard lock(world_.lock());
   MPI_Cancel(&r);
   MPI_Request_free(&r);
-}
-
-// A transfer under way when the end is told to give up is given a moment to complete (the peer
-// may have taken it already: counted on both sides, a stop's report then matches what moved).
-bool link_io::given_up(std::optional<clock::time_point>& at) {
-  if (!give_up_ || !give_up_()) return false;
-  const auto now = clock::now();
-  if (!at) at = now + give_up_grace;
-  return now > *at;
 }
 
 void link_io::late_or_abandoned(bool late, const char* what, std::chrono::nanoseconds limit) {
@@ -260,7 +250,6 @@ void link_io::receive_payload(std::span<std::byte> first, std::span<std::byte> s
   first_ = first;
   second_ = second;
   payload_started_ = clock::now();
-  payload_give_up_at_.reset();
   payload_receiving_ = true;
 }
 
@@ -273,7 +262,7 @@ bool link_io::payload_done() {
     check(MPI_Test(&payload_, &done, &status), "MPI_Test");
   }
   if (done == 0) {
-    const bool late = clock::now() > payload_started_ + timeout_, abandoned = !late && given_up(payload_give_up_at_);
+    const bool late = clock::now() > payload_started_ + timeout_, abandoned = !late && give_up_ && give_up_();
     if (late || abandoned) {
       cancel(payload_);
       payload_receiving_ = false;

@@ -23,8 +23,8 @@ namespace ringpipe::mpi::detail {
 class link_io {
 public:
   using clock = std::chrono::steady_clock;
-  /// `give_up`: a send or receive the peer has not completed is abandoned 20 ms after it returns
-  /// true (the link is being destroyed, or its ring was cancelled), not after the timeout.
+  /// `give_up`: a send or receive the peer has not completed is abandoned once it returns true
+  /// (the link is being destroyed, or its ring was cancelled), instead of waiting out the timeout.
   link_io(world& w, int peer, int link, std::chrono::nanoseconds timeout, std::function<bool()> give_up);
   ~link_io();
   link_io(const link_io&) = delete;
@@ -74,7 +74,6 @@ private:
     std::vector<std::byte> header; // sent from here
     clock::time_point started, deadline;
     bool data = false, last_word = false;
-    std::optional<clock::time_point> give_up_at; // abandoned after this, once give_up said so
   };
   int tag(bool forward) const noexcept { return 2 * link_ + (forward ? 0 : 1); }
   std::string where() const;
@@ -83,7 +82,6 @@ private:
   std::vector<std::byte> take(MPI_Status& status, bool forward);
   void post(std::vector<std::byte> header, std::optional<part> data, bool forward, bool last_word);
   void cancel(MPI_Request& r) noexcept;
-  bool given_up(std::optional<clock::time_point>& at);
   [[noreturn]] void late_or_abandoned(bool late, const char* what, std::chrono::nanoseconds limit);
 
   world& world_;
@@ -96,7 +94,6 @@ private:
   MPI_Request payload_ = MPI_REQUEST_NULL;
   std::span<std::byte> first_, second_;
   clock::time_point payload_started_;
-  std::optional<clock::time_point> payload_give_up_at_;
   bool payload_receiving_ = false;
   std::optional<frame> instead_;
 };

@@ -27,10 +27,9 @@ private:
     if (phase_ == phase::opening) return open() || moved;
     if (in_.active) {
       moved = take_in() || moved;
-      if (in_.active && in_.receiving) return moved || io_.transfer_busy(); // link_io's tests see to a stop
-      if (in_.active) {                                                     // waiting for room in the ring
-        if (!moved) idle_checks();
-        return moved;
+      if (in_.active) {
+        if (!moved && !io_.transfer_busy()) idle_checks();
+        return moved || io_.transfer_busy();
       }
     }
     for (auto f = io_.poll(true); f; f = in_.active ? std::nullopt : io_.poll(true)) {

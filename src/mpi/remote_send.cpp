@@ -75,7 +75,10 @@ private:
       if (f->kind != frame_kind::credit) fail(errc::remote_failed, "an unexpected frame");
       allowed_ += f->count;
     }
-    if (in_flight_ > 0) return moved; // a stop or a late peer: link_io's tests of the frame see to them
+    if (in_flight_ > 0) {
+      if (!moved && !io_.transfer_busy()) idle_checks(); // a stop or a silent peer, while MPI has the frame
+      return moved;
+    }
     const auto room = static_cast<std::uint32_t>(std::min<std::uint64_t>(allowed_ - sent_, frame_messages_));
     // Sent from the ring's slots, given back once MPI has taken them: no copy here.
     const auto window = room > 0 ? ring_->read_window(room) : std::span<const std::byte>{};
