@@ -184,8 +184,10 @@ TEST(ThreeRanks, AStopMidStreamAccountsForEveryMessageOnEveryRank) {
   std::fprintf(stderr, "rank %d: %s\n", the_world->rank(), report.text().c_str());
   ASSERT_TRUE(report.complete) << report.missing;
   ASSERT_EQ(report.ranks.size(), 3u);
-  for (std::size_t r = 0; r < 3; ++r)
-    EXPECT_GT(report.ranks[r].undelivered, 0u) << "rank " << r << " held nothing: the stop was not mid-stream";
+  // What this rank's rings held when it stopped. (Its share in report.ranks can be smaller: a
+  // frame its link abandoned after the next rank took it is counted there, not twice.)
+  EXPECT_GT(report.here.undelivered, 0u) << "rank " << the_world->rank()
+                                         << " held nothing: the stop was not mid-stream";
   EXPECT_NE(report.text().find(" messages undelivered over 3 ranks: rank 0: "), std::string::npos) << report.text();
   std::vector<std::uint64_t> totals(3), mine{report.undelivered()};
   MPI_Request r = MPI_REQUEST_NULL;
