@@ -56,9 +56,9 @@ inline bool spinning_helps(int cpus, int pollers) noexcept { return cpus > polle
 
 class backoff {
 public:
-  void reset() noexcept { round_ = spin_ == 0 ? spin_rounds : 0; }
+  void reset() noexcept { round_ = first_; }
   /// Whether this wait spins before it yields (spinning_helps, when it started).
-  bool spins() const noexcept { return spin_ != 0; }
+  bool spins() const noexcept { return first_ == 0; }
   void wait() noexcept {
     if (round_ < spin_rounds) {
       detail::cpu_relax();
@@ -77,11 +77,12 @@ public:
 private:
   static constexpr unsigned spin_rounds = 256;
   static constexpr unsigned yield_rounds = 64;
-  // Whether to spin at all, decided when the wait starts: the rounds then begin past the spins.
-  unsigned spin_ = detail::spinning_helps(detail::usable_cpus(), detail::busy_pollers().load(std::memory_order_relaxed))
-                       ? spin_rounds
-                       : 0;
-  unsigned round_ = spin_ == 0 ? spin_rounds : 0;
+  // Decided when the wait starts: 0 spins first, spin_rounds starts past the spins.
+  unsigned first_ =
+      detail::spinning_helps(detail::usable_cpus(), detail::busy_pollers().load(std::memory_order_relaxed))
+          ? 0
+          : spin_rounds;
+  unsigned round_ = first_;
 };
 
 } // namespace ringpipe
