@@ -46,13 +46,19 @@ struct declared {
   }
 };
 
-// Moves one link's messages from the sending rank's outlet to the receiving rank's inlet.
-void relay(ring<msg> from, ring<msg> to) {
+// Moves one link's messages from the sending rank's outlet to the receiving rank's inlet, waking
+// the stage beside each port as it goes (a remote link does).
+void relay(const cross_rank_link& tx, const cross_rank_link& rx) {
+  ring<msg> from(tx.ring), to(rx.ring);
   std::array<msg, 256> batch{};
   std::error_code ec;
-  for (std::size_t n; (n = from.pop_some(batch, 60s, ec)) != 0;)
+  for (std::size_t n; (n = from.pop_some(batch, 60s, ec)) != 0;) {
+    tx.wake_beside();
     if (to.push_all(std::span<const msg>(batch.data(), n), 60s, ec) != n) return;
+    rx.wake_beside();
+  }
   to.close();
+  rx.wake_beside();
 }
 
 TEST_F(PipelineTest, EachRankGetsItsStagesAndOnePortPerCrossing) {
@@ -95,9 +101,11 @@ TEST_F(PipelineTest, TwoRanksDeliverEveryMessageOnceInOrder) {
   for (std::size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].index, b[i].index);
     ASSERT_TRUE(a[i].ring && b[i].ring);
+    // Every port here has a stage beside it that sleeps when idle (host stages, a kernel).
+    ASSERT_TRUE(a[i].wake_beside && b[i].wake_beside) << "link " << i << ": a port without its neighbour's wake";
     const auto& tx = a[i].sending ? a[i] : b[i];
     const auto& rx = a[i].sending ? b[i] : a[i];
-    relays.emplace_back(relay, ring<msg>(tx.ring), ring<msg>(rx.ring));
+    relays.emplace_back(relay, tx, rx);
   }
   one.p.wait(2min);
   zero.p.wait(2min);

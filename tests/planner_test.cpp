@@ -153,6 +153,31 @@ TEST_F(PlannerTest, CapacitiesAreCheckedWhereTheyAreGiven) {
   EXPECT_EQ(p.dry_run().links.size(), 1u);
 }
 
+TEST_F(PlannerTest, DefaultRingsOfBigMessagesStayNearFourMebibytes) {
+  struct megabyte {
+    std::byte bytes[1 << 20];
+  };
+  struct page {
+    std::byte bytes[4096];
+  };
+  for (const auto objective : {pipeline_objective::latency, pipeline_objective::throughput}) {
+    auto o = opts("big");
+    o.objective = objective;
+    pipeline p(rt, o);
+    auto a = p.add_source<megabyte>("a", []() -> std::optional<megabyte> { return std::nullopt; });
+    auto b = p.add_sink<megabyte>("b", [](const megabyte&) {});
+    auto c = p.add_source<page>("c", []() -> std::optional<page> { return std::nullopt; });
+    auto d = p.add_sink<page>("d", [](const page&) {});
+    p.connect(a.out(), b.in());
+    p.connect(c.out(), d.in());
+    const auto links = p.dry_run().links;
+    ASSERT_EQ(links.size(), 2u);
+    EXPECT_EQ(links[0].capacity, 4u) << to_string(objective) << ": 1 MiB messages (not 1,024 slots: 1 GiB)";
+    EXPECT_GE(links[1].capacity, 256u) << to_string(objective) << ": 4 KiB messages keep their rings";
+    EXPECT_LE(std::size_t{links[1].capacity} * sizeof(page), std::size_t{4} << 20) << to_string(objective);
+  }
+}
+
 struct last_device final : placement_policy {
   std::size_t place(std::string_view, const topology& devices, std::span<const std::uint32_t>) const override {
     return devices.size() - 1;

@@ -3,6 +3,8 @@
 
 #include "../src/actor/poller.hpp"
 
+#include <ringpipe/backoff.hpp>
+
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -87,6 +89,25 @@ TEST_F(PollerTest, IdleSpinsForTheWindowThenSleepsDoublingToTheCeiling) {
     EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(expected));
   }
   EXPECT_EQ(steps, 7);
+}
+
+// A rank bound to one core beside its MPI link thread: an idle stage's spin would hold the core
+// that thread needs to bring the work that wakes the stage, so it sleeps at once.
+TEST_F(PollerTest, AnIdleStageSleepsAtOnceWhereItsSpinWouldHoldABusyPollersCore) {
+  ASSERT_TRUE(ringpipe::detail::spinning_helps(ringpipe::detail::usable_cpus(), 0))
+      << "this test needs a second CPU (the one a busy poller takes)";
+  auto& pollers = ringpipe::detail::busy_pollers();
+  const int taking = ringpipe::detail::usable_cpus() - 1; // every CPU but the stage's is busy
+  pollers.fetch_add(taking);
+  p.start(owner);
+  ex->run_ready(); // progress: at once, spin or not
+  EXPECT_EQ(ex->ready(), 1u);
+  next = poll_result::idle;
+  ex->advance(10us);
+  ex->run_ready(); // inside the spin window, but spinning would not help
+  pollers.fetch_sub(taking);
+  EXPECT_EQ(ex->ready(), 0u) << "spun beside a busy poller that needs the core";
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(50us));
 }
 
 TEST_F(PollerTest, WakeCutsASleepShortAndStartsTheBackoffOver) {

@@ -7,6 +7,7 @@
 #include <ringpipe/ring.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,9 @@ struct cross_rank_link {
   std::string port;                  ///< "a->b@rank1" on the sending rank, "a@rank0->b" on the receiving
   std::size_t message_size = 0;      ///< bytes per message
   std::shared_ptr<ring_buffer> ring; ///< the port's ring, once the pipeline started
+  /// Wakes the stage beside the port (it sleeps while the ring is empty, or full): call it after
+  /// putting messages in an inlet's ring or taking them from an outlet's. Null: none to wake.
+  std::function<void()> wake_beside;
   /// The other rank.
   int peer() const noexcept { return sending ? to_rank : from_rank; }
 };

@@ -32,7 +32,7 @@ public:
 };
 
 struct poll_timing {
-  std::chrono::microseconds spin_window{0};  ///< after progress, re-poll at once this long
+  std::chrono::microseconds spin_window{0};  ///< after progress, re-poll at once this long (where spinning helps)
   std::chrono::microseconds first_sleep{40}; ///< then sleep this long,
   std::chrono::microseconds ceiling{1000};   ///< doubling up to this
 };
@@ -75,6 +75,8 @@ public:
   poll_executor& executor() noexcept { return *executor_; }
 
 private:
+  static bool may_spin() noexcept;
+
   std::shared_ptr<poll_executor> executor_;
   poll_timing timing_;
   step_fn step_;

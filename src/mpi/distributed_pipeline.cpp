@@ -30,7 +30,7 @@ struct distributed_pipeline::link_end {
 };
 
 distributed_pipeline::distributed_pipeline(world& w, pipeline& p, distributed_options options)
-    : world_(w), pipeline_(p), options_(options) {
+    : world_(w), pipeline_(p), options_(std::move(options)) {
   if (!p.has_any_rank()) {
     p.set_ranks(w.rank(), w.size());
     return;
@@ -81,12 +81,14 @@ void distributed_pipeline::start() {
   links_ = pipeline_.cross_rank_links();
   for (const auto& l : links_) {
     const int number = options_.first_link + static_cast<int>(l.index);
+    auto o = options_.link;
+    o.ring_moved = l.wake_beside; // the stage beside the port sleeps while its ring is empty or full
     if (l.sending)
       ends_.push_back(std::make_unique<link_end>(std::in_place_type<remote_sender>, world_, l.ring, l.to_rank, number,
-                                                 options_.link));
+                                                 std::move(o)));
     else
       ends_.push_back(std::make_unique<link_end>(std::in_place_type<remote_receiver>, world_, l.ring, l.from_rank,
-                                                 number, options_.link));
+                                                 number, std::move(o)));
   }
 }
 

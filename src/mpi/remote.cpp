@@ -9,7 +9,7 @@ namespace detail {
 
 remote_end::remote_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, int link, remote_options o, bool sending)
     : world_(w), io_(w, peer, link, o.timeout, [this] { return stopping() || ring_->cancelled(); }),
-      ring_(std::move(ring)), options_(o), sending_(sending) {
+      ring_(std::move(ring)), options_(std::move(o)), sending_(sending) {
   if (link < 0 || link >= max_links)
     throw error(errc::invalid_argument,
                 "remote link " + std::to_string(link) + ": link numbers are 0 to " + std::to_string(max_links - 1));
@@ -158,7 +158,7 @@ bool remote_end::common(const frame& f) {
 } // namespace detail
 
 remote_sender::remote_sender(world& w, std::shared_ptr<ring_buffer> from, int to, int link, remote_options options)
-    : end_(detail::make_sending_end(w, std::move(from), to, link, options)) {
+    : end_(detail::make_sending_end(w, std::move(from), to, link, std::move(options))) {
   end_->start();
 }
 remote_sender::~remote_sender() { end_->halt({}); }
@@ -168,7 +168,7 @@ remote_stats remote_sender::stats() const { return end_->stats(); }
 
 remote_receiver::remote_receiver(world& w, std::shared_ptr<ring_buffer> into, int from, int link,
                                  remote_options options)
-    : end_(detail::make_receiving_end(w, std::move(into), from, link, options)) {
+    : end_(detail::make_receiving_end(w, std::move(into), from, link, std::move(options))) {
   end_->start();
 }
 remote_receiver::~remote_receiver() { end_->halt({}); }

@@ -12,7 +12,7 @@ namespace {
 class receiving_end final : public remote_end {
 public:
   receiving_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, int link, remote_options o)
-      : remote_end(w, std::move(ring), peer, link, o, false), slot_(ring_->slot_size()) {}
+      : remote_end(w, std::move(ring), peer, link, std::move(o), false), slot_(ring_->slot_size()) {}
 
 private:
   // A data frame on its way into the ring.
@@ -106,6 +106,7 @@ private:
       if (in_.into_ring) {
         ring_->commit_push(in_.messages);
         in_.pushed = in_.messages;
+        moved_in();
       }
     }
     while (in_.pushed < in_.messages) { // the ring has room in the end
@@ -115,6 +116,7 @@ private:
       in_.pushed += pushed;
       count_ += pushed;
       moved = true;
+      moved_in();
     }
     received_ += in_.messages;
     count_ = received_;
@@ -125,6 +127,10 @@ private:
       ++s.batches;
     });
     return true;
+  }
+
+  void moved_in() const {
+    if (options_.ring_moved) options_.ring_moved();
   }
 
   // Grants what left the ring since the last grant: a sender never sends more than fits. Credits
@@ -157,7 +163,7 @@ private:
 
 std::unique_ptr<remote_end> make_receiving_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, int link,
                                                remote_options o) {
-  return std::make_unique<receiving_end>(w, std::move(ring), peer, link, o);
+  return std::make_unique<receiving_end>(w, std::move(ring), peer, link, std::move(o));
 }
 
 } // namespace ringpipe::mpi::detail

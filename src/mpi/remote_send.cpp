@@ -12,12 +12,12 @@ namespace {
 class sending_end final : public remote_end {
 public:
   sending_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, int link, remote_options o)
-      : remote_end(w, std::move(ring), peer, link, o, true), slot_(ring_->slot_size()),
+      : remote_end(w, std::move(ring), peer, link, std::move(o), true), slot_(ring_->slot_size()),
         // Frames of at most `batch` messages and 4 MiB (one message where messages are bigger): a
         // frame's slots come back only once MPI has taken all of it, so smaller frames keep both
         // rings moving (16 MiB frames were no faster for 1 MiB messages).
         frame_messages_(
-            std::max<std::uint64_t>(1, std::min<std::uint64_t>(o.batch, (std::uint64_t{4} << 20) / slot_))) {}
+            std::max<std::uint64_t>(1, std::min<std::uint64_t>(options_.batch, (std::uint64_t{4} << 20) / slot_))) {}
 
 private:
   bool stream_turn() override {
@@ -32,6 +32,7 @@ private:
   // MPI has taken the frame: its slots are free.
   bool taken() {
     ring_->drop_n(in_flight_);
+    if (options_.ring_moved) options_.ring_moved();
     sent_ += in_flight_;
     count_ = sent_;
     const auto unacknowledged = static_cast<std::uint32_t>(sent_ - (allowed_ - credits_)); // not yet out of its ring
@@ -130,7 +131,7 @@ private:
 
 std::unique_ptr<remote_end> make_sending_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, int link,
                                              remote_options o) {
-  return std::make_unique<sending_end>(w, std::move(ring), peer, link, o);
+  return std::make_unique<sending_end>(w, std::move(ring), peer, link, std::move(o));
 }
 
 } // namespace ringpipe::mpi::detail

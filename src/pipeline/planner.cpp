@@ -314,6 +314,11 @@ std::uint32_t default_capacity(const pipeline_options& options, pipeline_objecti
   const bool wide = objective == pipeline_objective::throughput || options.objective == pipeline_objective::automatic;
   while (wide && capacity < 65536 && std::size_t{capacity} * 2 * slot <= (1u << 20))
     capacity *= 2;
+  // Big messages get fewer slots, at most about 4 MiB a ring (at least 4 slots): 1,024 slots of
+  // 1 MiB messages would be a 1 GiB ring, and a stream of them is fastest with a few slots that
+  // stay in the caches (4 slots of 1 MiB over MPI: 8.5 GB/s, 16 slots: 5 GB/s).
+  while (capacity > 4 && std::size_t{capacity} * slot > (std::size_t{4} << 20))
+    capacity /= 2;
   return capacity;
 }
 

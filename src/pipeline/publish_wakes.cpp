@@ -1,30 +1,37 @@
 // Kernels whose launches the host publishes (batched) wake their neighbours on each publish: the
 // stage that consumes their output and the one that produces their input would otherwise find out
-// on their next poll, up to a millisecond later, with the ring between them full or empty.
+// on their next poll, up to a millisecond later, with the ring between them full or empty. So do
+// ports that a remote link fills or drains (port_waker).
 
 #include "runner.hpp"
 
 namespace ringpipe::detail {
 
+std::function<void()> runner::waker_across(std::size_t ei, std::size_t other) const {
+  if (auto mover = links_[ei].mover) return [mover] { mover->wake(); };
+  if (auto actor = stages_[other].actor) return [actor] { actor->wake(); };
+  if (auto* k = stages_[other].kernel.get()) return kernel_waker(k);
+  return nullptr;
+}
+
+std::function<void()> runner::port_waker(std::size_t stage) const {
+  const auto& s = g_.stages[stage];
+  if (s.kind == stage_kind::inlet) return waker_across(s.out_edges[0], g_.edges[s.out_edges[0]].to);
+  if (s.kind == stage_kind::outlet) return waker_across(s.in_edges[0], g_.edges[s.in_edges[0]].from);
+  return nullptr;
+}
+
 void runner::wire_publish_wakes() {
-  // Who to wake on the far side of edge `ei`, seen from stage `self`: the link's mover if it has
-  // one, else the host stage or (not resident) kernel there. Inlets and outlets are the
-  // application's: it polls them itself.
-  const auto neighbour = [&](std::size_t ei, std::size_t other) -> std::function<void()> {
-    if (auto mover = links_[ei].mover) return [mover] { mover->wake(); };
-    if (auto actor = stages_[other].actor) return [actor] { actor->wake(); };
-    if (auto* k = stages_[other].kernel.get()) return kernel_waker(k);
-    return nullptr;
-  };
+  // Inlets and outlets driven by the application get no wake: it polls them itself.
   for (std::size_t i = 0; i < g_.stages.size(); ++i) {
     auto* k = stages_[i].kernel.get();
     if (k == nullptr || plan_.stages[i].fused_into) continue;
     std::vector<std::function<void()>> wakes;
     const auto& s = g_.stages[i];
     // Merging and splitting movers poll their rings; single connections get a wake.
-    if (s.in_edges.size() == 1) wakes.push_back(neighbour(s.in_edges[0], g_.edges[s.in_edges[0]].from));
+    if (s.in_edges.size() == 1) wakes.push_back(waker_across(s.in_edges[0], g_.edges[s.in_edges[0]].from));
     if (plan_.stages[i].out_edges.size() == 1)
-      wakes.push_back(neighbour(plan_.stages[i].out_edges[0], g_.edges[plan_.stages[i].out_edges[0]].to));
+      wakes.push_back(waker_across(plan_.stages[i].out_edges[0], g_.edges[plan_.stages[i].out_edges[0]].to));
     std::erase(wakes, nullptr);
     if (!wakes.empty())
       k->on_publish([wakes = std::move(wakes)] {

@@ -81,8 +81,8 @@ rank_part project(const graph& declared, int rank, int ranks, const std::vector<
         part.local.connect(port, local_id[e.to], e.options);
       const auto& a = g.stages[e.from];
       const auto& b = g.stages[e.to];
-      part.links.push_back(
-          {crossing, a.name, b.name, a.rank, b.rank, has_from, part.local.stages[port].name, a.out.size, nullptr});
+      part.links.push_back({crossing, a.name, b.name, a.rank, b.rank, has_from, part.local.stages[port].name,
+                            a.out.size, nullptr, nullptr});
       part.ports.push_back(port);
     }
     if (g.stages[e.from].rank != g.stages[e.to].rank) ++crossing;
@@ -171,8 +171,10 @@ std::vector<cross_rank_link> pipeline::cross_rank_links() const {
   if (impl_->ranks == 0) return {};
   if (!impl_->part) return detail::project(impl_->g, impl_->rank, impl_->ranks, impl_->rank_weights).links;
   auto links = impl_->part->links;
-  for (std::size_t i = 0; i < links.size(); ++i)
+  for (std::size_t i = 0; i < links.size(); ++i) {
     links[i].ring = impl_->run->port(impl_->part->ports[i]);
+    links[i].wake_beside = impl_->run->port_waker(impl_->part->ports[i]);
+  }
   return links;
 }
 

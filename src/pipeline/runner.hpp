@@ -59,6 +59,10 @@ public:
   stop_report stop() noexcept;
   std::exception_ptr failure() const;
   std::shared_ptr<ring_buffer> port(std::size_t stage) const { return stages_[stage].port; }
+  /// Wakes the stage beside inlet or outlet `stage` (the one that takes from the inlet's ring, or
+  /// feeds the outlet's), for whoever fills or drains the port without the application's polling
+  /// (a remote link); null where nothing there sleeps.
+  std::function<void()> port_waker(std::size_t stage) const;
 
   pipeline_metrics metrics() const;
   std::string plan_text() const;
@@ -70,6 +74,9 @@ private:
   void realize_stages();
   void count_deliveries();
   void wire_publish_wakes();
+  /// Wakes stage `other` at the far end of connection `ei`: the connection's mover if it has one,
+  /// else the host stage or (not resident) kernel there; null for an inlet or outlet.
+  std::function<void()> waker_across(std::size_t ei, std::size_t other) const;
   std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
 
   void record_failure(const std::string& stage, const std::exception_ptr& e);

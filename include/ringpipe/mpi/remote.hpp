@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,10 @@ struct remote_options {
   /// its core) after the last frame before it sleeps (10 us growing to 1 ms): the latency of a
   /// quiet link against the cores an idle one takes. The longest of the open links' counts.
   std::chrono::nanoseconds idle_spin = std::chrono::microseconds(200);
+  /// Called on the link thread after the link put messages in its ring (receiver) or took them
+  /// out (sender): wakes whoever sleeps on the ring's other side, which would otherwise find out
+  /// on its next poll, up to a millisecond later. Keep it short. Null: nobody to wake.
+  std::function<void()> ring_moved;
 };
 
 struct remote_stats {
