@@ -106,6 +106,9 @@ def plot_remote(res, path, title):
         line(b, res.series("remote.stream", "bytes", "bytes_per_s", fam=fam),
              f"ringpipe remote link: {fam}" if fam else "ringpipe remote link", dict(color=f"C{i}"), scale=1e-9)
     line(b, res.series("remote.stream", "bytes", "mpi_bytes_per_s"), "baseline: raw MPI, one buffer", BASELINE, scale=1e-9)
+    line(b, res.series("remote.stream", "bytes", "mpi_ring_buffers_bytes_per_s"),
+         "baseline: raw MPI, as many buffers as the ring's slots", dict(color="0.45", linestyle="--"),
+         scale=1e-9)
     line(b, res.series("remote.stream", "bytes", "mpi_16_buffers_bytes_per_s"), "baseline: raw MPI, 16 buffers",
          dict(color="0.7", linestyle=":"), scale=1e-9)
     b.set_yscale("log")

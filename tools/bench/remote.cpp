@@ -123,8 +123,11 @@ template <std::size_t Bytes> struct blob {
   std::byte rest[Bytes - sizeof(std::uint32_t)];
 };
 
+// Seconds for the stream, through rings of `capacity` slots (0: the pipeline's default, which
+// `slots` then says).
 template <std::size_t Bytes>
-double ringpipe_stream_seconds(mpi::world& w, runtime& rt, std::uint32_t n, std::uint32_t capacity) {
+double ringpipe_stream_seconds(mpi::world& w, runtime& rt, std::uint32_t n, std::uint32_t capacity,
+                               std::uint32_t* slots = nullptr) {
   using msg = blob<Bytes>;
   pipeline p(rt, {.name = "remote-stream"});
   auto src =
@@ -150,7 +153,9 @@ double ringpipe_stream_seconds(mpi::world& w, runtime& rt, std::uint32_t n, std:
     throw std::runtime_error("remote stream: " + std::to_string(expected) + " of " + std::to_string(n) + " messages, " +
                              std::to_string(wrong) + " out of order");
   from_rank_1(w, 0); // rank 1's sink has every message
-  return seconds_since(t0);
+  const double seconds = seconds_since(t0);
+  if (slots != nullptr) *slots = p.cross_rank_links().at(0).ring->capacity();
+  return seconds;
 }
 
 void add_stream(std::vector<result>& results, std::size_t bytes, std::uint32_t n, double mpi_s, double ours_s) {
@@ -194,15 +199,24 @@ int remote_topic(int& argc, char**& argv, const settings& s, const std::function
     const std::uint32_t n16 = q(2'000'000), n4k = q(200'000), n1m = q(2'000);
     const double m16 = mpi_stream_seconds(w, 16, n16), r16 = ringpipe_stream_seconds<16>(w, rt, n16, 65536);
     const double m4k = mpi_stream_seconds(w, 4096, n4k), r4k = ringpipe_stream_seconds<4096>(w, rt, n4k, 4096);
-    // 1 MiB also against raw MPI through 16 buffers in turn: a stream whose memory leaves the
-    // caches, as a ring of 16 slots (the default is 4: planner.cpp default_capacity) would.
+    // 1 MiB through the pipeline's default rings, also against raw MPI through as many buffers in
+    // turn as a ring has slots (the memory the stream touches) and through 16 (memory beyond
+    // the caches).
+    std::uint32_t slots = 0;
+    const double m1m = mpi_stream_seconds(w, 1 << 20, n1m);
+    const double r1m = ringpipe_stream_seconds<(1 << 20)>(w, rt, n1m, 0, &slots);
+    const double m1m_ring = mpi_stream_seconds(w, 1 << 20, n1m, slots);
     const double m1m_16 = mpi_stream_seconds(w, 1 << 20, n1m, 16);
-    const double m1m = mpi_stream_seconds(w, 1 << 20, n1m), r1m = ringpipe_stream_seconds<(1 << 20)>(w, rt, n1m, 0);
     if (w.rank() == 0) {
       add_stream(results, 16, n16, m16, r16);
       add_stream(results, 4096, n4k, m4k, r4k);
       add_stream(results, 1 << 20, n1m, m1m, r1m);
       auto& big = results.back();
+      big.params["ring_slots"] = std::to_string(slots);
+      big.metrics["mpi_ring_buffers_bytes_per_s"] = n1m * double(1 << 20) / m1m_ring;
+      big.metrics["ratio_vs_mpi_ring_buffers"] = m1m_ring / r1m;
+      std::cerr << "  1 MiB against raw MPI through " << slots << " buffers, as many as the ring's slots ("
+                << n1m * double(1 << 20) / m1m_ring / 1e9 << " GB/s): " << m1m_ring / r1m << "x\n";
       big.metrics["mpi_16_buffers_bytes_per_s"] = n1m * double(1 << 20) / m1m_16;
       big.metrics["ratio_vs_mpi_16_buffers"] = m1m_16 / r1m;
       std::cerr << "  1 MiB against raw MPI through 16 buffers (" << n1m * double(1 << 20) / m1m_16 / 1e9
