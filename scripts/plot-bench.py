@@ -100,6 +100,7 @@ def plot_remote(res, path, title):
     series = [(f"ringpipe: {fam}" if fam else "ringpipe", both(fam, "one_way_p50_us", "one_way_p99_us"),
                dict(color=f"C{i}")) for i, fam in enumerate(fams)]
     series.append(("baseline: raw MPI", both(None, "mpi_one_way_p50_us", "mpi_one_way_p99_us"), dict(color="0.6")))
+    a.axhline(5.0, color="C3", linestyle=":", label="target: p50 ≤ 5 µs")
     bars(a, ["p50", "p99"], series, "one-way latency of an 8-byte message (µs)", log=True)
     a.set_title("latency between two ranks", fontsize=9)
     for i, fam in enumerate(fams):

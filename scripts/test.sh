@@ -38,5 +38,5 @@ if ((sanitizers)); then
   # pipeline.pocl_rusticl (rusticl and llvmpipe's LLVM JIT synchronise their threads in code
   # ThreadSanitizer does not see, so it reports races inside them).
   configure_build_test "$build-tsan" thread "-DRINGPIPE_BUILD_EXAMPLES=OFF -DRINGPIPE_BUILD_TOOLS=OFF" \
-    "ring_test pipeline_test pipeline_failure_test failure_test stuck_kernel_child host_batch_test span_test barrier_test barrier_kernel_test pipeline_barrier_test array_test split_array_test collective_test balance_test farm_test cross_rank_test pipeline_view_test live_view_test" -L concurrency -E "^kernel[.]|rusticl" "$@"
+    "ring_test pipeline_test pipeline_failure_test failure_test stuck_kernel_child host_batch_test span_test barrier_test barrier_kernel_test pipeline_barrier_test array_test split_array_test collective_test balance_test farm_test cross_rank_test pipeline_view_test live_view_test link_engine_test" -L concurrency -E "^kernel[.]|rusticl" "$@"
 fi

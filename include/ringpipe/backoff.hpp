@@ -52,17 +52,38 @@ inline std::atomic<int>& busy_pollers() noexcept {
 /// made every message of a remote link wait for the spin to end: 21 us one way against 7).
 inline bool spinning_helps(int cpus, int pollers) noexcept { return cpus > pollers + 1; }
 
+/// What a waiter may do instead of yielding: a share of the work it may be waiting for (the MPI
+/// link engine's turns, which that engine's thread then leaves to it), true if it did some.
+/// Null: nothing to help with.
+using wait_help = bool (*)() noexcept;
+inline std::atomic<wait_help>& wait_helper() noexcept {
+  static std::atomic<wait_help> help{nullptr};
+  return help;
+}
+
 } // namespace detail
 
 class backoff {
 public:
-  void reset() noexcept { round_ = first_; }
+  void reset() noexcept {
+    round_ = first_;
+    helping_ = false;
+  }
   /// Whether this wait spins before it yields (spinning_helps, when it started).
   bool spins() const noexcept { return first_ == 0; }
   void wait() noexcept {
     if (round_ < spin_rounds) {
       detail::cpu_relax();
     } else if (round_ < spin_rounds + yield_rounds) {
+      // Helping keeps the waiter in this phase for up to help_for: one thread per core then
+      // polls, where a yield would hand the core to the engine's thread and back for every
+      // message. After that the waiter backs off and leaves the engine its thread again.
+      if (const auto help = detail::wait_helper().load(std::memory_order_acquire); help != nullptr) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!helping_) help_since_ = now;
+        helping_ = true;
+        if (now - help_since_ < help_for && help()) return;
+      }
       std::this_thread::yield();
     } else {
       // 5 us doubling up to 160 us: a waiting thread answers within about 0.16 ms of new work (a
@@ -77,12 +98,15 @@ public:
 private:
   static constexpr unsigned spin_rounds = 256;
   static constexpr unsigned yield_rounds = 64;
+  static constexpr std::chrono::microseconds help_for{500};
   // Decided when the wait starts: 0 spins first, spin_rounds starts past the spins.
   unsigned first_ =
       detail::spinning_helps(detail::usable_cpus(), detail::busy_pollers().load(std::memory_order_relaxed))
           ? 0
           : spin_rounds;
   unsigned round_ = first_;
+  bool helping_ = false;
+  std::chrono::steady_clock::time_point help_since_{};
 };
 
 } // namespace ringpipe

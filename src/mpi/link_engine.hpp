@@ -3,9 +3,13 @@
 // takes a turn (never blocking) and says whether it moved anything. One thread instead of one per
 // end: ranks share few cores with their pipelines, and every poller takes a turn of a core from
 // the stage it waits for (six polling threads per pair of ranks made an 8-byte message take 33 us).
+// A thread waiting on a ring (ringpipe::backoff) may take the engine's turns instead of yielding
+// (help()); the engine's thread stands down meanwhile, so one thread per core polls, not two that
+// hand the core to each other for every message.
 
 #include "remote_frames.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -40,15 +44,27 @@ public:
   /// Starts turning `task` (the thread starts with the first task). The task stays valid until
   /// its retired() was called.
   void add(engine_task& task);
+  /// One pass over the tasks for a waiting thread, unless another thread is taking one: true if
+  /// it took the pass. The engine's thread leaves its turns to such helpers while they come.
+  bool help() noexcept;
 
 private:
   void run();
+  /// Turns every task once (the caller holds turn_): true if any moved.
+  bool pass() noexcept;
+  bool helped_lately() const noexcept;
 
   std::mutex mutex_;
   std::condition_variable added_cv_;
   std::vector<engine_task*> added_;
   bool quit_ = false;
   std::thread thread_;
+  std::atomic<int> tasks_open_{0}; // added and not yet retired
+
+  std::mutex turn_; // one pass at a time: the engine's thread or a helper
+  std::vector<engine_task*> tasks_;
+  std::chrono::nanoseconds idle_spin_{0};  // the longest of the tasks'
+  std::atomic<std::int64_t> helped_at_{0}; // steady_clock ns of a helper's last pass
 };
 
 } // namespace ringpipe::mpi::detail
