@@ -4,7 +4,9 @@
 // The rings' blocking calls wait with it; an application thread that polls several rings itself
 // (push_n into an inlet, pop_n from an outlet) calls wait() after a pass that moved nothing and
 // reset() after one that moved something, so it leaves its core to the kernels it feeds. It
-// spins only where a spin cannot hold up the thread it waits for (spinning_helps).
+// spins only where a spin cannot hold up the thread it waits for (spinning_helps), and where a
+// busy poller offers its work (the MPI link thread: detail::wait_helper), it takes that poller's
+// turns for a while instead of yielding to it.
 
 #include <algorithm>
 #include <atomic>

@@ -123,6 +123,7 @@ void link_engine::run() {
     if (!polling) ringpipe::detail::busy_pollers().fetch_add(1, std::memory_order_relaxed);
     polling = true;
     if (helped_lately()) { // a waiter takes the turns: leave it the core
+      stand_downs_.fetch_add(1, std::memory_order_relaxed);
       std::this_thread::sleep_for(stand_down_nap);
       pace.progress(); // and answer at once once it stops
       continue;

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -47,6 +48,8 @@ public:
   /// One pass over the tasks for a waiting thread, unless another thread is taking one: true if
   /// it took the pass. The engine's thread leaves its turns to such helpers while they come.
   bool help() noexcept;
+  /// How often the engine's thread has stood down for a helper so far.
+  std::uint64_t stand_downs() const noexcept { return stand_downs_.load(std::memory_order_relaxed); }
 
 private:
   void run();
@@ -63,8 +66,9 @@ private:
 
   std::mutex turn_; // one pass at a time: the engine's thread or a helper
   std::vector<engine_task*> tasks_;
-  std::chrono::nanoseconds idle_spin_{0};  // the longest of the tasks'
-  std::atomic<std::int64_t> helped_at_{0}; // steady_clock ns of a helper's last pass
+  std::chrono::nanoseconds idle_spin_{0};     // the longest of the tasks'
+  std::atomic<std::int64_t> helped_at_{0};    // steady_clock ns of a helper's last pass
+  std::atomic<std::uint64_t> stand_downs_{0}; // naps of the engine's thread for helpers
 };
 
 } // namespace ringpipe::mpi::detail
