@@ -29,7 +29,9 @@ public:
   int size() const noexcept { return size_; }
   /// "rank 1 of 3 on host-name".
   std::string describe() const;
-  /// Held around every MPI call ringpipe makes.
+  /// Held around every MPI call ringpipe makes; a program that makes MPI calls of its own beside
+  /// running links holds it too. Never wait on a ring while holding it: a waiting thread may take
+  /// the link thread's turns, which take this lock.
   std::mutex& lock() noexcept { return lock_; }
   /// Ends every rank at once (MPI_Abort), after printing `why` on this rank's stderr: for a
   /// failure the other ranks cannot learn of by themselves.
