@@ -69,7 +69,7 @@ class backoff {
 public:
   void reset() noexcept {
     round_ = first_;
-    helping_ = false;
+    help_since_ = {};
   }
   /// Whether this wait spins before it yields (spinning_helps, when it started).
   bool spins() const noexcept { return first_ == 0; }
@@ -77,16 +77,20 @@ public:
     if (round_ < spin_rounds) {
       detail::cpu_relax();
     } else if (round_ < spin_rounds + yield_rounds) {
-      // Helping keeps the waiter in this phase for up to help_for: one thread per core then
-      // polls, where a yield would hand the core to the engine's thread and back for every
-      // message. After that the waiter backs off and leaves the engine its thread again.
-      if (const auto help = detail::wait_helper().load(std::memory_order_acquire); help != nullptr) {
+      // Helping keeps the waiter in this phase for up to help_for, while the engine's thread
+      // naps: one thread per core polls instead of two handing it to each other for every
+      // message. Every 8th help still yields, so a stage this waiter may wait for (a host stage
+      // on the same core) gets the core within a few passes; a yield after every pass cost the
+      // ping-pong 1 us. After help_for the waiter backs off and the engine takes its turns back.
+      const auto help = detail::wait_helper().load(std::memory_order_acquire);
+      bool helped = false;
+      if (help != nullptr) {
         const auto now = std::chrono::steady_clock::now();
-        if (!helping_) help_since_ = now;
-        helping_ = true;
-        if (now - help_since_ < help_for && help()) return;
+        if (help_since_ == std::chrono::steady_clock::time_point{}) help_since_ = now;
+        helped = now - help_since_ < help_for && help();
       }
-      std::this_thread::yield();
+      if (!helped || ++helps_ % 8 == 0) std::this_thread::yield();
+      if (helped) return;
     } else {
       // 5 us doubling up to 160 us: a waiting thread answers within about 0.16 ms of new work (a
       // 1,024-slot ring of small messages drains in less than that) and wakes ~6,000 times a
@@ -107,8 +111,8 @@ private:
           ? 0
           : spin_rounds;
   unsigned round_ = first_;
-  bool helping_ = false;
-  std::chrono::steady_clock::time_point help_since_{};
+  std::chrono::steady_clock::time_point help_since_{}; // the first help of this wait; zero: none yet
+  unsigned helps_ = 0;
 };
 
 } // namespace ringpipe

@@ -56,6 +56,10 @@ protected:
   /// Why this end was halted: a stop's reason, or its destruction.
   std::string halted() const;
   bool stopping() const noexcept { return stop_.load(std::memory_order_acquire); }
+  /// Wakes whoever sleeps on the ring's other side, after this end moved messages in or out.
+  void ring_moved() const {
+    if (options_.ring_moved) options_.ring_moved();
+  }
   template <class Fn> void set_stats(Fn&& fn) {
     std::lock_guard lock(mutex_);
     fn(stats_);

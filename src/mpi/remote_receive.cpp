@@ -106,7 +106,7 @@ private:
       if (in_.into_ring) {
         ring_->commit_push(in_.messages);
         in_.pushed = in_.messages;
-        moved_in();
+        ring_moved();
       }
     }
     while (in_.pushed < in_.messages) { // the ring has room in the end
@@ -116,7 +116,7 @@ private:
       in_.pushed += pushed;
       count_ += pushed;
       moved = true;
-      moved_in();
+      ring_moved();
     }
     received_ += in_.messages;
     count_ = received_;
@@ -127,10 +127,6 @@ private:
       ++s.batches;
     });
     return true;
-  }
-
-  void moved_in() const {
-    if (options_.ring_moved) options_.ring_moved();
   }
 
   // Grants what left the ring since the last grant: a sender never sends more than fits. Credits

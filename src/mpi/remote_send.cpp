@@ -32,7 +32,7 @@ private:
   // MPI has taken the frame: its slots are free.
   bool taken() {
     ring_->drop_n(in_flight_);
-    if (options_.ring_moved) options_.ring_moved();
+    ring_moved();
     sent_ += in_flight_;
     count_ = sent_;
     const auto unacknowledged = static_cast<std::uint32_t>(sent_ - (allowed_ - credits_)); // not yet out of its ring
