@@ -1,3 +1,5 @@
+#include "build_log.hpp"
+
 #include <ringpipe/detail/embedded_sources.hpp>
 #include <ringpipe/device.hpp>
 #include <ringpipe/program.hpp>
@@ -145,6 +147,7 @@ cl::Program program_cache::get(const device& dev, const std::string& source, con
     } catch (const cl::Error&) {
       log = "(no build log)";
     }
+    log = detail::log_at_source_lines(source, std::move(log));
     if (status == CL_INVALID_BUILD_OPTIONS) log = "invalid build options '" + options + "'\n" + log;
     throw build_error(what, dev.name(), log);
   }
