@@ -8,6 +8,7 @@
 #include <ringpipe/opencl.hpp>
 #include <ringpipe/topology.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -64,7 +65,13 @@ int main(int argc, char** argv) {
   discovery_options discovery;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--messages") && i + 1 < argc) {
-      messages = static_cast<std::uint32_t>(std::stoul(argv[++i]));
+      char* end = nullptr;
+      const auto n = std::strtoul(argv[++i], &end, 10);
+      if (*end != '\0' || n == 0 || n > 0xffffffffu) {
+        std::cerr << "ringpipe-litmus: --messages takes a count from 1 to 4294967295, not '" << argv[i] << "'\n";
+        return 2;
+      }
+      messages = static_cast<std::uint32_t>(n);
     } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
       discovery.device_filter = argv[++i];
     } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
