@@ -15,7 +15,7 @@
 #                                 GPU_RUN_ICD_LIB names another driver library (to try the
 #                                 script with PoCL's).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 bundle() {
   local build=${BUILD_DIR:-build} stage=.gpu/stage
@@ -82,11 +82,13 @@ EOF
     ldconfig -p | grep -i nvidia; ls /usr/local/nvidia/lib* /etc/OpenCL/vendors 2>&1
     exit 1
   fi
-  ls /etc/OpenCL/vendors 2>/dev/null | sed 's/^/installed ICD file: /'
+  local icd
+  for icd in /etc/OpenCL/vendors/*.icd; do [[ -e $icd ]] && echo "installed ICD file: $icd"; done
   echo "driver library: $lib"
   echo "$lib" > "$root/icd/nvidia.icd"
   export OCL_ICD_VENDORS=$root/icd
-  export LD_LIBRARY_PATH=$root/stage/lib:$root/ocl/usr/lib/x86_64-linux-gnu:$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  LD_LIBRARY_PATH=$root/stage/lib:$root/ocl/usr/lib/x86_64-linux-gnu:$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH
   export RINGPIPE_DEVICE_FILTER=${RINGPIPE_DEVICE_FILTER:-NVIDIA}
   export PATH=$root/stage/bin:$PATH
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | sed 's/^/nvidia-smi: /'
@@ -116,6 +118,7 @@ EOF
 # deadline at most. Prints the tests that did not pass and the counts.
 run_tests() {
   local root=$1 b
+  # shellcheck disable=SC2317 # called through xargs
   one_test() {
     local b=$1 test=$2 log left rc
     log=$ROOT/logs/$(basename "$b").${test//\//_}.log
@@ -130,7 +133,9 @@ run_tests() {
   }
   export -f one_test
   export ROOT=$root
-  for b in $(ls "$root"/stage/bin/*_test | grep -v '/mpi_\|/cross_rank_test\|/link_engine_test'); do
+  # shellcheck disable=SC2016 # $0 and $1 are the bash's that xargs starts
+  for b in "$root"/stage/bin/*_test; do
+    [[ $b =~ /(mpi_[a-z_]*|cross_rank|link_engine)_test$ ]] && continue # need mpirun
     "$b" --gtest_list_tests | awk -v b="$b" '/^[^ ]/ {suite = $1} /^  / {print b, suite $1}'
   done | xargs -P 8 -L 1 bash -c 'one_test "$0" "$1"' > "$root/logs/results.txt"
   grep -v '^ok ' "$root/logs/results.txt" | sort
