@@ -100,7 +100,6 @@ struct litmus_memory {
   cl::Buffer buffer;
   void* svm = nullptr;
   std::uint32_t* words = nullptr;
-  std::size_t bytes = 0;
   std::shared_ptr<void> host_block; // use_host_ptr: the page-aligned host memory
 
   ~litmus_memory() {
@@ -116,7 +115,6 @@ struct litmus_memory {
 std::shared_ptr<litmus_memory> make_memory(const device& dev, mapped_memory kind, std::size_t bytes) {
   auto m = std::make_shared<litmus_memory>();
   m->queue = cl::CommandQueue(dev.context(), dev.cl_device());
-  m->bytes = bytes;
   const cl::Context& ctx = dev.context();
   if (kind == mapped_memory::coarse_svm) {
     m->svm = clSVMAlloc(ctx(), CL_MEM_READ_WRITE, bytes, 0);
@@ -156,16 +154,12 @@ std::string not_runnable(const device& dev, const litmus_options& o) {
   return {};
 }
 
+// Built through the device's program cache: its build errors carry the log, and the runs of one
+// fence share a program.
 cl::Kernel build_litmus(const device& dev, const litmus_options& o) {
-  const auto source = embedded_source("ringpipe/mapped_litmus.cl");
-  cl::Program program(dev.context(), std::string(*source));
+  const std::string source(*embedded_source("ringpipe/mapped_litmus.cl"));
   const std::string options = o.fence == device_fence::system_fence ? "-D RP_LITMUS_SYSTEM_FENCE" : "";
-  try {
-    program.build({dev.cl_device()}, options.c_str());
-  } catch (const cl::BuildError&) {
-    throw build_error("rp_mapped_litmus", dev.label(), program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(dev.cl_device()));
-  }
-  return cl::Kernel(program, "rp_mapped_litmus");
+  return cl::Kernel(dev.programs().get(dev, source, options, "rp_mapped_litmus"), "rp_mapped_litmus");
 }
 
 /// Waits for the queue to drain, at most `limit`; the waiting thread keeps the memory alive.
