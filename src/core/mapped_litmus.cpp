@@ -281,7 +281,10 @@ litmus_result run_mapped_litmus(const device& dev, const litmus_options& o) {
     kernel.setArg(0, memory->buffer);
   kernel.setArg(1, o.messages);
   kernel.setArg(2, o.capacity);
-  kernel.setArg(3, o.device_patience);
+  const std::uint32_t patience = o.device_patience != 0                ? o.device_patience
+                                 : dev.info().type == device_type::cpu ? 1u << 30
+                                                                       : 1u << 24;
+  kernel.setArg(3, patience);
   kernel.setArg(4, o.tear_every);
   kernel.setArg(5, results_buffer);
   cl::Event launch;
