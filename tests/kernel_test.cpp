@@ -9,7 +9,9 @@
 
 #include <boost/asio/post.hpp>
 
+#include <array>
 #include <chrono>
+#include <cstring>
 #include <latch>
 #include <thread>
 #include <vector>
@@ -152,6 +154,58 @@ TEST_F(KernelTest, AnyDeviceFilterDropsMessagesAndKeepsOrder) {
   stream(in, out, 100'001, 1, [](std::uint32_t s) { return s % 2 == 0; }, {&k});
   EXPECT_EQ(k.stats().msgs_in, 100'001u);
   EXPECT_EQ(k.stats().msgs_out, 50'001u);
+}
+
+// A round that drops messages moves the kept results down to their slots: results larger than
+// RP_MOVE_IN_PRIVATE_BYTES (stage.clh) word by word, every word of every message checked.
+TEST_F(KernelTest, AnyDeviceFilterMovesLargeResultsDownWordByWord) {
+  const auto& dev = topo()[0];
+  using msg512 = test_message<512>;
+  ring<msg512> in(dev, 64, {"in"}), out(dev, 64, {"out"});
+  ring_kernel<msg512, msg512> k(rt(), dev, test_kernel("test_filter_even", 512));
+  k.start(in, out);
+  stream(in, out, 2'001, 1, [](std::uint32_t s) { return s % 2 == 0; }, {&k});
+  EXPECT_EQ(k.stats().msgs_out, 1'001u);
+}
+
+// The same with messages of a size no word divides (301 bytes): moved down byte by byte.
+TEST_F(KernelTest, AnyDeviceFilterMovesOddSizedResultsDownByteByByte) {
+  struct odd_message {
+    std::array<std::uint8_t, 301> bytes;
+  };
+  const auto make = [](std::uint32_t seq) {
+    odd_message m{};
+    std::memcpy(m.bytes.data(), &seq, sizeof seq);
+    for (std::size_t b = sizeof seq; b < m.bytes.size(); ++b)
+      m.bytes[b] = static_cast<std::uint8_t>(seq + b);
+    return m;
+  };
+  const auto& dev = topo()[0];
+  ring<odd_message> in(dev, 64, {"in"}), out(dev, 64, {"out"});
+  ring_kernel<odd_message, odd_message> k(rt(), dev, {test_stages_source(16), "test_odd_filter_even", ""});
+  k.start(in, out);
+  constexpr std::uint32_t count = 2'001;
+  std::uint32_t sent = 0, expected = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (expected < count && std::chrono::steady_clock::now() < deadline) {
+    bool progress = false;
+    while (sent < count && in.try_push(make(sent))) {
+      progress = true;
+      if (++sent == count) in.close();
+    }
+    if (progress) k.notify();
+    odd_message got{};
+    while (out.try_pop(got)) {
+      const auto want = make(expected);
+      ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "message " << expected << " lost or changed";
+      expected += 2;
+      progress = true;
+    }
+    if (!progress) std::this_thread::yield();
+  }
+  EXPECT_EQ(expected, count + 1) << "the stream stalled";
+  k.wait(10s);
+  EXPECT_EQ(k.stats().msgs_out, 1'001u);
 }
 
 TEST_F(KernelTest, AnyDeviceSizeMismatchIsRefusedBeforeAnythingRuns) {

@@ -3,6 +3,7 @@
 #include <ringpipe/program.hpp>
 #include <ringpipe/ring.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <vector>
@@ -212,6 +213,38 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
                                             " exceeds the limit of " + std::to_string(limit) + " on device '" +
                                             dev.name() + "'");
   }
+  // Only where every launch returns by itself: on a device that also runs resident kernels (PoCL)
+  // this launch could wait behind them for a worker for as long as they run.
+  const bool all_args_set = std::find(own_args_set_.begin(), own_args_set_.end(), false) == own_args_set_.end();
+  if (map_ && !has_state_ && all_args_set && !dev.info().supports(kernel_mode::parked))
+    compile_by_launching(dev, std::max(in_bytes, out_bytes));
+}
+
+// Some drivers compile a kernel at its first launch, not at clBuildProgram (Mesa's llvmpipe: 10 s
+// for a map kernel of 4 KiB messages with a cold shader cache, 0.1 s for 16 bytes). Launched
+// here once, over scratch memory with a stop request already posted, the kernel is compiled while
+// the caller waits for the build (and its notice says so), not while a stream waits on the first
+// batch. The scaffold's leader sees the stop at its first poll and leaves; no message is touched.
+void kernel_image::compile_by_launching(const device& dev, std::size_t slot_bytes) {
+  control_block stop_posted{};
+  stop_posted.stop = static_cast<std::uint32_t>(kernel_stop::now);
+  std::vector<std::byte> empty_ring(sizeof(ring_header) + slot_bytes);
+  cl_call(("the first launch of kernel '" + name_ + "' on device '" + dev.name() + "', which compiles it").c_str(),
+          [&] {
+            cl::Buffer ctl(dev.context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof stop_posted, &stop_posted);
+            const auto ring = [&] {
+              return cl::Buffer(dev.context(), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, empty_ring.size(),
+                                empty_ring.data());
+            };
+            cl::Buffer in = ring(), out = ring();
+            kernel_.setArg(0, ctl);
+            kernel_.setArg(1, in);
+            kernel_.setArg(2, out);
+            cl::CommandQueue queue(dev.context(), dev.cl_device());
+            queue.enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(local_size_), cl::NDRange(local_size_));
+            queue.finish();
+            return 0;
+          });
 }
 
 unsigned kernel_image::own_arg_at(unsigned index) const {

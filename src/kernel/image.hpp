@@ -42,6 +42,8 @@ public:
   void release() noexcept;
 
 private:
+  /// Launches the map kernel once over scratch memory that asks it to stop (see image.cpp).
+  void compile_by_launching(const device& dev, std::size_t slot_bytes);
   void count_args(const kernel_spec& spec);
   /// The OpenCL position of the kernel's own argument `index`; refused past its last.
   unsigned own_arg_at(unsigned index) const;

@@ -67,6 +67,18 @@ inline bool rp_test_keep_even(const rp_test_msg* in, rp_test_msg* out) {
 }
 RINGPIPE_MAP_KERNEL(test_filter_even, rp_test_msg, rp_test_msg, rp_test_keep_even)
 
+// Messages of 301 bytes and alignment 1, a size no word divides: the first four bytes hold the
+// sequence number (little-endian), byte k >= 4 holds (seq + k) & 0xff
+// (ringpipe::testing::odd_message on the host). Keeps even sequence numbers.
+typedef struct {
+  uchar bytes[301];
+} rp_odd_msg;
+inline bool rp_odd_keep_even(const rp_odd_msg* in, rp_odd_msg* out) {
+  *out = *in;
+  return (in->bytes[0] & 1u) == 0;
+}
+RINGPIPE_MAP_KERNEL(test_odd_filter_even, rp_odd_msg, rp_odd_msg, rp_odd_keep_even)
+
 RINGPIPE_DEFINE_RING_OPS(rp_test_msg)
 
 // Raw kernel: passes messages on one at a time and faults with error code 42 at sequence

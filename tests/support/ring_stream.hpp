@@ -22,11 +22,12 @@ using msg16 = test_message<16>;
 
 // Streams `count` messages host -> in -> kernel(s) -> out -> host from one thread, interleaving
 // pushes and pops, and checks every message: exactly once, in order, transformed `hops` times.
-// `keep` says which sequence numbers survive (filters).
-template <class Keep>
-void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, int hops, Keep keep,
+// `keep` says which sequence numbers survive (filters). Messages are test_message<N>: every word
+// of each is checked.
+template <std::size_t N, class Keep>
+void stream(ring<test_message<N>>& in, ring<test_message<N>>& out, std::uint32_t count, int hops, Keep keep,
             std::initializer_list<ring_kernel_base*> kernels, std::uint32_t sent_before = 0) {
-  std::vector<msg16> batch(256), got(256);
+  std::vector<test_message<N>> batch(256), got(256);
   std::uint32_t sent = sent_before, expected = 0, received = 0;
   auto last_progress = std::chrono::steady_clock::now();
   bool closed = false;
@@ -35,7 +36,7 @@ void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, int hops, Ke
     if (sent < count) {
       const auto n = std::min<std::uint32_t>(count - sent, static_cast<std::uint32_t>(batch.size()));
       for (std::uint32_t i = 0; i < n; ++i)
-        batch[i] = make_test_message<16>(sent + i);
+        batch[i] = make_test_message<N>(sent + i);
       const auto pushed = static_cast<std::uint32_t>(in.push_n(std::span(batch).first(n)));
       sent += pushed;
       progress |= pushed > 0;
@@ -54,7 +55,9 @@ void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, int hops, Ke
         ++expected;
       ASSERT_EQ(got[i].seq, expected) << "message lost, duplicated or reordered after " << received;
       ASSERT_EQ(got[i].check, test_check_after(expected, hops)) << "seq " << expected;
-      ASSERT_EQ(got[i].payload[0], expected);
+      for (std::size_t w = 0; w < got[i].payload.size(); ++w)
+        ASSERT_EQ(got[i].payload[w], static_cast<std::uint32_t>(expected + w))
+            << "seq " << expected << ", payload word " << w;
       ++expected;
       ++received;
     }
@@ -76,7 +79,8 @@ void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, int hops, Ke
     k->wait(std::chrono::seconds(10));
 }
 
-inline void stream(ring<msg16>& in, ring<msg16>& out, std::uint32_t count, ring_kernel_base& k) {
+template <std::size_t N>
+void stream(ring<test_message<N>>& in, ring<test_message<N>>& out, std::uint32_t count, ring_kernel_base& k) {
   stream(in, out, count, 1, [](std::uint32_t) { return true; }, {&k});
 }
 
