@@ -194,6 +194,7 @@ def plot_barrier(res, path, title):
                       ("baseline: a spinning barrier p50", col("spin_barrier_p50_us"), dict(color="0.8")),
                       ("baseline: a clFinish round trip", col("clfinish_mean_us"), dict(color="0.3"))],
          "time per phase (µs)", log=True)
+    ax.set_ylim(top=ax.get_ylim()[1] * 30)  # room for the legend above the bars
     finish(fig, (ax,), path, title + "\nkind × participants")
 
 

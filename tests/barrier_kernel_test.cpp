@@ -6,6 +6,7 @@
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/occupancy.hpp>
+#include <ringpipe/runtime.hpp>
 
 #include "device_fixture.hpp"
 #include "phased_kernel.hpp"
@@ -13,7 +14,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 using namespace ringpipe;
 using namespace std::chrono_literals;
@@ -340,6 +344,67 @@ TEST_F(BarrierKernels, OneKernelSourceWaitsOnItsSeatOnPoclAndArrivesThroughTheHo
   const auto stats = b.stats();
   EXPECT_TRUE(stats.participants[0].on_device);
   EXPECT_EQ(stats.participants[1].arrivals, phases);
+}
+
+// kernels_through_host: kernels that could wait on their devices (PoCL) arrive through the host
+// instead, one phase per launch, beside a host thread; the phases stay in lock step.
+TEST_F(BarrierKernels, KernelsOnPoclArriveThroughTheHostWhenAsked) {
+  const auto [d0, d1] = two_pocl();
+  RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
+  constexpr std::uint32_t phases = 300;
+  const kernel_spec spec(test_phases_source(), "test_phases_any");
+  ring_kernel<no_message, phase_message> a(rt(), *d0, spec), b(rt(), d1 != nullptr ? *d1 : *d0, spec);
+  ring<phase_message> from_a(16), from_b(16);
+  for (auto* k : {&a, &b})
+    k->set_arg(1, phases);
+  std::uint32_t completions = 0, errors = 0;
+  barrier_options options;
+  options.name = "relayed";
+  options.kernels_through_host = true;
+  options.on_phase = [&](std::uint32_t p) { // each kernel emitted phase p, once, before arriving
+    for (auto* emitted : {&from_a, &from_b}) {
+      phase_message got{};
+      if (!emitted->try_pop(got) || got.phase != p || emitted->try_pop(got)) ++errors;
+    }
+    ++completions;
+  };
+  barrier bar({{a, 0, "a"}, {b, 0, "b"}, "host"}, options);
+  a.start(from_a);
+  b.start(from_b);
+  for (std::uint32_t p = 0; p < phases; ++p)
+    bar.arrive_and_wait(bar.participant("host"));
+  a.wait(60s);
+  b.wait(60s);
+  EXPECT_EQ(errors, 0u) << "a kernel ran a phase early, late or twice";
+  EXPECT_EQ(completions, phases);
+  for (auto* k : {&a, &b}) {
+    EXPECT_EQ(k->mode(), kernel_mode::batched);
+    EXPECT_EQ(k->stats().launches, phases + 1) << "one launch per phase, and one to end";
+  }
+}
+
+// Kernels spinning on CPU devices beside host participants, more of them than cores: the barrier
+// says so at creation, and names the way out; not when the kernels arrive through the host.
+TEST_F(BarrierKernels, SpinnersOutnumberingTheCoresAreSaidAtCreation) {
+  const auto [d0, d1] = two_pocl();
+  RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
+  std::vector<std::string> notices;
+  runtime_options two_cores;
+  two_cores.host_cores = 2;
+  two_cores.notice = [&](std::string_view text) { notices.emplace_back(text); };
+  runtime rt2(topo(), two_cores);
+  const kernel_spec spec(test_phases_source(), "test_phases_any");
+  for (const bool through_host : {false, true}) {
+    ring_kernel<no_message, phase_message> a(rt2, *d0, spec), b(rt2, d1 != nullptr ? *d1 : *d0, spec);
+    barrier_options options;
+    options.name = through_host ? "relayed" : "spinning";
+    options.kernels_through_host = through_host;
+    barrier bar({{a, 0, "a"}, {b, 0, "b"}, "host"}, options);
+  }
+  ASSERT_EQ(notices.size(), 1u) << "one notice, for the barrier whose kernels spin";
+  for (const char* part : {"barrier 'spinning'", "2 kernel(s) waiting on CPU devices and 1 host participant(s) on 2",
+                           "kernels_through_host"})
+    EXPECT_NE(notices[0].find(part), std::string::npos) << notices[0];
 }
 
 // A kernel held between launches learns of a timeout at once, naming the one that did not come.

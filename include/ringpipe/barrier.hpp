@@ -64,6 +64,12 @@ struct barrier_options {
   std::function<void(std::uint32_t phase)> on_phase = nullptr;
   /// The first phase's number (tests of the 32-bit wrap).
   std::uint32_t first_phase = 0;
+  /// Every ring kernel arrives through the host, one phase per launch (it must be written for
+  /// that: rp_barrier_next, its progress in its own memory; cl/ringpipe/barrier.clh), also where it
+  /// could wait on its device. For barriers with host participants on a machine whose cores run the
+  /// devices' workers too (PoCL): kernels waiting on their devices spin on those cores, and each
+  /// phase then waits for a host participant to get a time slice (milliseconds).
+  bool kernels_through_host = false;
   /// Runs once, when the barrier fails, with its error (any thread; it must not block or call the
   /// barrier): for the layers above, such as a barrier over ranks that tells the other ranks.
   std::function<void(const error&)> on_failure = nullptr;

@@ -165,6 +165,8 @@ public:
 
   const std::string& name() const noexcept;
   const device& on_device() const noexcept;
+  /// The runtime the kernel was created on.
+  runtime& owner() const noexcept;
   /// The mode it runs in: chosen at start(), or forced.
   kernel_mode mode() const noexcept;
   kernel_state state() const noexcept;

@@ -10,6 +10,7 @@
 #include <ringpipe/device.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/occupancy.hpp>
+#include <ringpipe/runtime.hpp>
 
 #include <map>
 #include <new>
@@ -48,19 +49,20 @@ barrier_words::~barrier_words() {
 namespace {
 
 // Whether a kernel waits on its device (shared memory) rather than arriving through the host.
-bool waits_on_device(const ring_kernel_base& k) {
+bool waits_on_device(const ring_kernel_base& k, bool through_host) {
   const auto& info = k.on_device().info();
-  return info.svm.fine_buffer && info.svm.atomics && info.c11_atomics;
+  return !through_host && info.svm.fine_buffer && info.svm.atomics && info.c11_atomics;
 }
 
 // Refuses a kernel the barrier cannot hold: running, or waiting on a device in another context
 // than the kernels before it (`shared`, `first`: the first such kernel's context and name).
-void check_kernel(const ring_kernel_base& k, const std::string& label, cl_context& shared, std::string& first) {
+void check_kernel(const ring_kernel_base& k, bool through_host, const std::string& label, cl_context& shared,
+                  std::string& first) {
   const auto& dev = k.on_device();
   const std::string who = label + ": kernel '" + k.name() + "' on device '" + dev.label() + "'";
   if (k.started())
     throw error(errc::invalid_argument, who + " is already running: create the barrier before starting it");
-  if (!waits_on_device(k)) return; // it arrives through the host, between launches
+  if (!waits_on_device(k, through_host)) return; // it arrives through the host, between launches
   if (shared != nullptr && shared != dev.context()())
     throw error(errc::unsupported_mode, who + " does not share memory with kernel '" + first +
                                             "' (another platform): the kernels that wait on their devices share one "
@@ -73,14 +75,15 @@ void check_kernel(const ring_kernel_base& k, const std::string& label, cl_contex
 
 // Refuses kernels the barrier cannot hold; returns the context that those waiting on their devices
 // share (null: none).
-cl_context check_kernels(const std::vector<barrier_participant>& participants, const std::string& label) {
+cl_context check_kernels(const std::vector<barrier_participant>& participants, bool through_host,
+                         const std::string& label) {
   cl_context shared = nullptr;
   std::string first;
   std::map<occupancy*, std::vector<std::string>> per_pool;
   for (const auto& p : participants) {
     if (p.kernel() == nullptr) continue;
-    check_kernel(*p.kernel(), label, shared, first);
-    if (waits_on_device(*p.kernel())) per_pool[&p.kernel()->on_device().budget()].push_back(p.name());
+    check_kernel(*p.kernel(), through_host, label, shared, first);
+    if (waits_on_device(*p.kernel(), through_host)) per_pool[&p.kernel()->on_device().budget()].push_back(p.name());
   }
   for (const auto& [pool, kernels] : per_pool) {
     if (kernels.size() <= pool->budget()) continue;
@@ -92,6 +95,29 @@ cl_context check_kernels(const std::vector<barrier_participant>& participants, c
                                            " persistent kernel(s): the barrier could never complete a phase");
   }
   return shared;
+}
+
+// Says so where kernels waiting on CPU devices (their workers are this host's threads) and host
+// participants together outnumber the host's cores: every phase then waits for a host
+// participant to get a core from a spinning kernel.
+void notice_spinners(const std::vector<barrier_participant>& participants, bool through_host,
+                     const std::string& label) {
+  std::size_t hosts = 0;
+  std::vector<const ring_kernel_base*> spinning;
+  for (const auto& p : participants) {
+    if (p.kernel() == nullptr)
+      ++hosts;
+    else if (waits_on_device(*p.kernel(), through_host) && p.kernel()->on_device().info().type == device_type::cpu)
+      spinning.push_back(p.kernel());
+  }
+  if (hosts == 0 || spinning.empty()) return;
+  runtime& rt = spinning.front()->owner();
+  if (hosts + spinning.size() <= rt.host_cores()) return;
+  rt.notice(label + ": " + std::to_string(spinning.size()) + " kernel(s) waiting on CPU devices and " +
+            std::to_string(hosts) + " host participant(s) on " + std::to_string(rt.host_cores()) +
+            " core(s): the kernels spin on the cores the host participants need, and each phase waits for a time "
+            "slice (milliseconds); kernels written with rp_barrier_next can arrive through the host instead "
+            "(barrier_options::kernels_through_host)");
 }
 
 } // namespace
@@ -159,11 +185,13 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
   for (const auto& p : participants)
     if (!seen.insert(p.name()).second)
       throw error(errc::invalid_argument, s.label() + " names participant '" + p.name() + "' twice");
-  const cl_context context = detail::check_kernels(participants, s.label());
+  const bool through_host = s.options.kernels_through_host;
+  const cl_context context = detail::check_kernels(participants, through_host, s.label());
+  detail::notice_spinners(participants, through_host, s.label());
   bool relayed = false;
   for (const auto& p : participants) {
     if (!p.kernel()) continue;
-    if (detail::waits_on_device(*p.kernel()))
+    if (detail::waits_on_device(*p.kernel(), through_host))
       p.kernel()->require_resident(s.label() + " (its kernels wait on the device)");
     else
       relayed = true;
@@ -190,7 +218,7 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
     auto* k = participants[i].kernel();
     if (k == nullptr) continue;
     s.has_kernels = true;
-    if (detail::waits_on_device(*k)) {
+    if (detail::waits_on_device(*k, through_host)) {
       k->set_arg_svm(participants[i].seat_arg(), &s.seat(i));
     } else {
       // A null seat: rp_barrier_next arrives through the host (a kernel written for the relay

@@ -80,6 +80,7 @@ void ring_kernel_base::start_untyped(std::shared_ptr<ring_buffer> in, std::share
 
 const std::string& ring_kernel_base::name() const noexcept { return proxy_->name(); }
 const device& ring_kernel_base::on_device() const noexcept { return proxy_->dev(); }
+runtime& ring_kernel_base::owner() const noexcept { return proxy_->owner(); }
 kernel_mode ring_kernel_base::mode() const noexcept { return proxy_->mode(); }
 kernel_state ring_kernel_base::state() const noexcept { return proxy_->state(); }
 kernel_stats ring_kernel_base::stats() const noexcept { return proxy_->stats(); }

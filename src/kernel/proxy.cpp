@@ -21,7 +21,7 @@ template <class T> void leak(T&& object) {
 
 kernel_proxy::kernel_proxy(runtime& rt, const device& d, kernel_spec s, std::size_t in_b, std::size_t out_b,
                            kernel_options o)
-    : dev_(d), spec_(std::move(s)), options_(o), in_bytes_(in_b), out_bytes_(out_b),
+    : rt_(rt), dev_(d), spec_(std::move(s)), options_(o), in_bytes_(in_b), out_bytes_(out_b),
       executor_(std::make_shared<strand_executor>(rt.io())) {
   image_.emplace(dev_, spec_, in_bytes_, out_bytes_, options_);
   poller_.emplace(executor_, kernel_proxy_timing, [this] { return step(); });
@@ -59,6 +59,9 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   for (const auto& r : {input, output})
     if (r && (r->memory() != ring_memory::svm || r->svm_context() != dev_.context()()))
       facts.rings_in_device_svm = false;
+  // A gated kernel (a barrier's, arriving through the host) runs one phase per launch, batched
+  // through device mirrors, also on a device that shares memory.
+  if (gate_) facts.rings_in_device_svm = false;
   facts.supports_persistent = info.supports(kernel_mode::persistent);
   facts.supports_parked = info.supports(kernel_mode::parked);
   facts.persistent_available = !options_.mode && dev_.budget().persistent_available();
@@ -110,10 +113,11 @@ void kernel_proxy::require_resident(std::string_view why) {
 void kernel_proxy::set_launch_gate(std::shared_ptr<launch_gate> gate) {
   const std::string who = "kernel '" + spec_.name + "' on device '" + dev_.name() + "'";
   if (started_) throw error(errc::invalid_argument, who + ": set_launch_gate after start()");
-  const auto& info = dev_.info();
-  if (info.svm.fine_buffer && info.svm.atomics)
-    throw error(errc::invalid_argument, who + " shares memory with the host: it waits at a barrier on the device, "
-                                              "its launches are not gated");
+  if (options_.mode && *options_.mode != kernel_mode::batched) {
+    throw error(errc::unsupported_mode, who + " is forced to run " + std::string(to_string(*options_.mode)) +
+                                            ", but it arrives at a barrier through the host: one launch per phase, "
+                                            "batched");
+  }
   gate->attach([weak = weak_from_this()] {
     if (auto p = weak.lock()) p->wake();
   });

@@ -58,6 +58,7 @@ public:
   std::string describe() const;
   const std::string& name() const noexcept { return spec_.name; }
   const device& dev() const noexcept { return dev_; }
+  runtime& owner() const noexcept { return rt_; }
   bool started() const noexcept { return started_; }
   kernel_mode mode() const noexcept { return mode_; }
   kernel_stats stats() const noexcept;
@@ -85,6 +86,7 @@ private:
   std::shared_ptr<ring_buffer> absent_ring(bool shared, const char* suffix) const;
   bool stream_ended();
 
+  runtime& rt_;
   device dev_;
   kernel_spec spec_;
   kernel_options options_;

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <bit>
 #include <thread>
 
 namespace ringpipe::bench {
@@ -127,6 +128,39 @@ void relayed_row(bench_context& c, const device& dev) {
             << finish << " us)\n";
 }
 
+// Two test_phases_any kernels on devices a and b and a host thread, every kernel arriving through
+// the host (barrier_options::kernels_through_host): one launch per phase each. The mean time per
+// phase from their start to their end, in microseconds.
+double relayed_kernels_phase_us(runtime& rt, const device& a, const device& b, std::uint32_t phases) {
+  using namespace ringpipe::testing;
+  struct phase_message {
+    std::uint32_t phase, pad[3];
+  };
+  const kernel_spec spec(test_phases_source(), "test_phases_any");
+  ring_kernel<no_message, phase_message> k0(rt, a, spec), k1(rt, b, spec);
+  ring<phase_message> from0(std::bit_ceil(phases)), from1(std::bit_ceil(phases));
+  for (auto* k : {&k0, &k1})
+    k->set_arg(1, phases);
+  barrier_options options;
+  options.name = "bench-relayed-kernels";
+  options.kernels_through_host = true;
+  barrier bar({{k0, 0, "k0"}, {k1, 0, "k1"}, "host"}, options);
+  const auto t0 = clock_type::now();
+  k0.start(from0);
+  k1.start(from1);
+  for (std::uint32_t p = 0; p < phases; ++p)
+    bar.arrive_and_wait(2);
+  k0.wait(120s);
+  k1.wait(120s);
+  const double us = seconds_since(t0) * 1e6 / phases;
+  phase_message m{};
+  for (auto* emitted : {&from0, &from1})
+    for (std::uint32_t p = 0; p < phases; ++p)
+      if (!emitted->try_pop(m) || m.phase != p)
+        throw std::runtime_error("barrier bench: a relayed kernel ran a phase out of turn");
+  return us;
+}
+
 void kernel_rows(bench_context& c, double std_p50_us, double spin_p50_us) {
   for (const auto& d : c.rt.devices().devices())
     if (!d.info().svm.fine_buffer) {
@@ -163,6 +197,12 @@ void kernel_rows(bench_context& c, double std_p50_us, double spin_p50_us) {
               << spin_p50_us << " us)\n";
     c.results.push_back(std::move(out));
   }
+  const double relayed = relayed_kernels_phase_us(c.rt, *pocl[0], *pocl[1], few);
+  c.results.push_back({"barrier",
+                       {{"participants", "3"}, {"kind", "kernels+host through host"}},
+                       {{"mean_us", relayed}, {"phases", few}}});
+  std::cerr << "  barrier kernels+host through host (two PoCL devices, kernels_through_host): " << relayed
+            << " us per phase\n";
 }
 
 } // namespace
