@@ -106,7 +106,13 @@ def plot_remote(res, path, title):
     for i, fam in enumerate(fams):
         line(b, res.series("remote.stream", "bytes", "bytes_per_s", fam=fam),
              f"ringpipe remote link: {fam}" if fam else "ringpipe remote link", dict(color=f"C{i}"), scale=1e-9)
+    for i, fam in enumerate(fams):  # files from 2026-11-26 on: the receiving rank's first to last message
+        line(b, res.series("remote.stream", "bytes", "steady_bytes_per_s", fam=fam),
+             f"steady: {fam}" if fam else "ringpipe, steady (receiver)", dict(color=f"C{i}", linestyle="--"),
+             scale=1e-9)
     line(b, res.series("remote.stream", "bytes", "mpi_bytes_per_s"), "baseline: raw MPI, one buffer", BASELINE, scale=1e-9)
+    line(b, res.series("remote.stream", "bytes", "mpi_steady_bytes_per_s"), "baseline: raw MPI, one buffer, steady",
+         dict(color="0.3", linestyle="--"), scale=1e-9)
     line(b, res.series("remote.stream", "bytes", "mpi_ring_buffers_bytes_per_s"),
          "baseline: raw MPI, as many buffers as the ring's slots", dict(color="0.45", linestyle="--"),
          scale=1e-9)

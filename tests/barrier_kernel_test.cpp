@@ -6,7 +6,6 @@
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/occupancy.hpp>
-#include <ringpipe/runtime.hpp>
 
 #include "device_fixture.hpp"
 #include "phased_kernel.hpp"
@@ -15,7 +14,6 @@
 
 #include <atomic>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -27,11 +25,6 @@ using ringpipe::testing::make_phased_kernel;
 using ringpipe::testing::phased_kernel;
 using ringpipe::testing::shared_counters;
 constexpr auto never = ringpipe::testing::never_fail;
-
-// What test_phases_relayed emits each phase (rp_phase_msg).
-struct phase_message {
-  std::uint32_t phase, pad[3];
-};
 
 namespace {
 
@@ -253,177 +246,6 @@ TEST_F(BarrierKernels, BarriersThatCouldNeverCompleteAreRefusedBeforeAnythingRun
       },
       make_error_code(errc::invalid_argument), {"no participant 1"},
       "arriving as a participant that does not exist succeeded");
-}
-
-// PoCL kernels waiting on their devices, a batched kernel on rusticl arriving through the host
-// (one phase per launch) and a host thread, in lock step.
-TEST_F(BarrierKernels, MixedWithABatchedKernelOnRusticlArrivingThroughTheHost) {
-  const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
-  RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (RUSTICL_ENABLE=llvmpipe)");
-  const auto [d0, d1] = two_pocl();
-  RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
-  std::vector<const device*> pocl{d0};
-  if (d1 != nullptr) pocl.push_back(d1);
-  constexpr std::uint32_t phases = 1000;
-  const auto relayed = static_cast<std::uint32_t>(pocl.size()), host = relayed + 1, n = relayed + 2;
-  shared_counters done(*d0, n);
-  std::vector<std::unique_ptr<phased_kernel>> kernels;
-  std::vector<barrier_participant> members;
-  for (std::uint32_t i = 0; i < pocl.size(); ++i) {
-    kernels.push_back(make_phased_kernel(rt(), *pocl[i], done, i, n, phases, never, {}, true));
-    members.emplace_back(*kernels.back(), 0, "pocl" + std::to_string(i));
-  }
-  ring_kernel<no_message, phase_message> batched(rt(), topo()[*rusticl],
-                                                 kernel_spec(test_phases_source(), "test_phases_relayed"));
-  batched.set_arg(0, phases);
-  ring<phase_message> emitted(16);
-  members.emplace_back(batched, 0, "rusticl");
-  members.emplace_back("host");
-  std::uint32_t completions = 0, relay_errors = 0;
-  barrier_options options;
-  options.name = "mixed";
-  options.timeout = 60s; // llvmpipe compiles the kernel at its first launch
-  options.on_phase = [&](std::uint32_t p) {
-    phase_message got{};
-    if (!emitted.try_pop(got) || got.phase != p || emitted.try_pop(got)) ++relay_errors; // its phase p, once
-    done[relayed].store(p + 1);
-    done.completed().store(++completions);
-  };
-  barrier b(members, options);
-  for (auto& k : kernels)
-    k->start_buffers(nullptr, nullptr);
-  batched.start(emitted);
-  host_phases(b, host, done, n, phases, /*completions=*/true);
-  batched.wait(60s);
-  for (auto& k : kernels)
-    k->wait(60s);
-  EXPECT_EQ(done.errors(), 0u) << "a participant ran ahead of the barrier";
-  EXPECT_EQ(relay_errors, 0u) << "the batched kernel ran a phase early, or not at all";
-  EXPECT_EQ(completions, phases);
-  const auto stats = b.stats();
-  EXPECT_EQ(stats.participants[relayed].arrivals, phases);
-  EXPECT_EQ(stats.participants[relayed].waits, phases);
-  EXPECT_EQ(batched.stats().launches, phases + 1) << "one launch per phase, and one to end";
-}
-
-// One kernel source for both kinds of device (rp_barrier_next): test_phases_any waits on its seat
-// on PoCL and, given a null seat on rusticl, arrives through the host, beside a host thread.
-TEST_F(BarrierKernels, OneKernelSourceWaitsOnItsSeatOnPoclAndArrivesThroughTheHostOnRusticl) {
-  const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
-  RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (RUSTICL_ENABLE=llvmpipe)");
-  const auto d0 = two_pocl().first;
-  RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
-  constexpr std::uint32_t phases = 300;
-  const kernel_spec spec(test_phases_source(), "test_phases_any");
-  ring_kernel<no_message, phase_message> on_pocl(rt(), *d0, spec), on_rusticl(rt(), topo()[*rusticl], spec);
-  on_pocl.set_arg(1, phases);
-  on_rusticl.set_arg(1, phases);
-  ring<phase_message> from_pocl(*d0, 16, {"from_pocl"}), from_rusticl(16);
-  std::uint32_t completions = 0, errors = 0;
-  barrier_options options;
-  options.name = "one-source";
-  options.timeout = 60s;                    // llvmpipe compiles the kernel at its first launch
-  options.on_phase = [&](std::uint32_t p) { // each kernel emitted phase p, once, before arriving
-    for (auto* emitted : {&from_pocl, &from_rusticl}) {
-      phase_message got{};
-      if (!emitted->try_pop(got) || got.phase != p || emitted->try_pop(got)) ++errors;
-    }
-    ++completions;
-  };
-  barrier b({{on_pocl, 0, "pocl"}, {on_rusticl, 0, "rusticl"}, "host"}, options);
-  on_pocl.start(from_pocl);
-  on_rusticl.start(from_rusticl);
-  for (std::uint32_t p = 0; p < phases; ++p)
-    b.arrive_and_wait(b.participant("host"));
-  on_pocl.wait(60s);
-  on_rusticl.wait(60s);
-  EXPECT_EQ(errors, 0u) << "a kernel ran a phase early, late or twice";
-  EXPECT_EQ(completions, phases);
-  EXPECT_EQ(on_pocl.stats().launches, 1u) << "the PoCL kernel left its loop instead of waiting on its seat";
-  EXPECT_EQ(on_rusticl.stats().launches, phases + 1) << "one launch per phase, and one to end";
-  const auto stats = b.stats();
-  EXPECT_TRUE(stats.participants[0].on_device);
-  EXPECT_EQ(stats.participants[1].arrivals, phases);
-}
-
-// kernels_through_host: kernels that could wait on their devices (PoCL) arrive through the host
-// instead, one phase per launch, beside a host thread; the phases stay in lock step.
-TEST_F(BarrierKernels, KernelsOnPoclArriveThroughTheHostWhenAsked) {
-  const auto [d0, d1] = two_pocl();
-  RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
-  constexpr std::uint32_t phases = 300;
-  const kernel_spec spec(test_phases_source(), "test_phases_any");
-  ring_kernel<no_message, phase_message> a(rt(), *d0, spec), b(rt(), d1 != nullptr ? *d1 : *d0, spec);
-  ring<phase_message> from_a(16), from_b(16);
-  for (auto* k : {&a, &b})
-    k->set_arg(1, phases);
-  std::uint32_t completions = 0, errors = 0;
-  barrier_options options;
-  options.name = "relayed";
-  options.kernels_through_host = true;
-  options.on_phase = [&](std::uint32_t p) { // each kernel emitted phase p, once, before arriving
-    for (auto* emitted : {&from_a, &from_b}) {
-      phase_message got{};
-      if (!emitted->try_pop(got) || got.phase != p || emitted->try_pop(got)) ++errors;
-    }
-    ++completions;
-  };
-  barrier bar({{a, 0, "a"}, {b, 0, "b"}, "host"}, options);
-  a.start(from_a);
-  b.start(from_b);
-  for (std::uint32_t p = 0; p < phases; ++p)
-    bar.arrive_and_wait(bar.participant("host"));
-  a.wait(60s);
-  b.wait(60s);
-  EXPECT_EQ(errors, 0u) << "a kernel ran a phase early, late or twice";
-  EXPECT_EQ(completions, phases);
-  for (auto* k : {&a, &b}) {
-    EXPECT_EQ(k->mode(), kernel_mode::batched);
-    EXPECT_EQ(k->stats().launches, phases + 1) << "one launch per phase, and one to end";
-  }
-}
-
-// Kernels spinning on CPU devices beside host participants, more of them than cores: the barrier
-// says so at creation, and names the way out; not when the kernels arrive through the host.
-TEST_F(BarrierKernels, SpinnersOutnumberingTheCoresAreSaidAtCreation) {
-  const auto [d0, d1] = two_pocl();
-  RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
-  std::vector<std::string> notices;
-  runtime_options two_cores;
-  two_cores.host_cores = 2;
-  two_cores.notice = [&](std::string_view text) { notices.emplace_back(text); };
-  runtime rt2(topo(), two_cores);
-  const kernel_spec spec(test_phases_source(), "test_phases_any");
-  for (const bool through_host : {false, true}) {
-    ring_kernel<no_message, phase_message> a(rt2, *d0, spec), b(rt2, d1 != nullptr ? *d1 : *d0, spec);
-    barrier_options options;
-    options.name = through_host ? "relayed" : "spinning";
-    options.kernels_through_host = through_host;
-    barrier bar({{a, 0, "a"}, {b, 0, "b"}, "host"}, options);
-  }
-  ASSERT_EQ(notices.size(), 1u) << "one notice, for the barrier whose kernels spin";
-  for (const char* part : {"barrier 'spinning'", "2 kernel(s) waiting on CPU devices and 1 host participant(s) on 2",
-                           "kernels_through_host"})
-    EXPECT_NE(notices[0].find(part), std::string::npos) << notices[0];
-}
-
-// A kernel held between launches learns of a timeout at once, naming the one that did not come.
-TEST_F(BarrierKernels, ABatchedKernelOnRusticlLeavesWhenItsBarrierTimesOut) {
-  const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
-  RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (RUSTICL_ENABLE=llvmpipe)");
-  ring_kernel<no_message, phase_message> batched(rt(), topo()[*rusticl],
-                                                 kernel_spec(test_phases_source(), "test_phases_relayed"));
-  batched.set_arg(0, 100u);
-  ring<phase_message> emitted(256);
-  barrier_options options;
-  options.name = "held";
-  options.timeout = 2s;
-  barrier b({{batched, 0, "rusticl"}, "absent"}, options);
-  batched.start(emitted);
-  expect_error([&] { batched.wait(60s); }, make_error_code(errc::kernel_fault),
-               {"barrier it waited at failed", "barrier 'held' phase 0 timed out", "'absent' did not arrive"},
-               "a kernel held at a timed-out barrier finished");
-  EXPECT_EQ(batched.stats().launches, 1u) << "the kernel was launched past its barrier";
 }
 
 } // namespace

@@ -132,9 +132,9 @@ struct kernel_stats {
 };
 
 /// Holds a batched kernel's launches at a barrier it takes part in through the host (devices
-/// without shared memory): the kernel reports an arrival through its control block
-/// (rp_barrier_relay) when a launch ends, and the host launches it again once the phase is
-/// released. Called on the kernel's runtime strand.
+/// without shared memory, or barrier_options::kernels_through_host): the kernel reports an
+/// arrival through its control block (rp_barrier_relay) when a launch ends, and the host launches
+/// it again once the phase is released. Called on the kernel's runtime strand.
 class launch_gate {
 public:
   enum class verdict { launch, hold, failed };
@@ -225,8 +225,9 @@ public:
   /// it must never be parked or launched per batch). Forces persistent mode; refused, naming the
   /// kernel, its device and `why`, where another mode is forced or the device cannot.
   void require_resident(std::string_view why);
-  /// Before start(): gates the launches of a batched kernel on a device without shared memory
-  /// (see launch_gate); refused for a kernel that runs any other way.
+  /// Before start(): gates the kernel's launches (see launch_gate); a gated kernel runs batched
+  /// through device mirrors, also on a device that shares memory. Refused for a kernel forced
+  /// into another mode.
   void set_launch_gate(std::shared_ptr<launch_gate> gate);
   bool started() const noexcept;
 

@@ -91,31 +91,60 @@ std::vector<double> ringpipe_one_way_us(mpi::world& w, runtime& rt, std::uint32_
   return us;
 }
 
-// Seconds for rank 0 to send `n` messages of `bytes` that rank 1 has all received (its ack), from
-// and into `buffers` buffers used in turn (1: one buffer, what MPI benchmarks do; as many as a
-// ring's slots: the memory a stream through rings touches).
-double mpi_stream_seconds(mpi::world& w, std::size_t bytes, std::uint32_t n, std::size_t buffers = 1) {
-  std::vector<std::byte> all(bytes * buffers);
-  all_arrive(w);
-  std::lock_guard lock(w.lock());
-  const auto t0 = clock_type::now();
-  char ack = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    std::byte* buffer = all.data() + (i % buffers) * bytes;
-    if (w.rank() == 0) {
-      std::memcpy(buffer, &i, sizeof i);
-      MPI_Send(buffer, static_cast<int>(bytes), MPI_BYTE, 1, tag, MPI_COMM_WORLD);
-    } else {
-      MPI_Recv(buffer, static_cast<int>(bytes), MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      std::uint32_t seq = 0;
-      std::memcpy(&seq, buffer, sizeof seq);
-      if (seq != i) ack = 1;
-    }
+// A stream's time two ways: from rank 0's start to rank 1's last message (`total`, what the
+// application waits: for ringpipe the pipeline's start and teardown too), and the steady rate on
+// rank 1, from its first arrival to its last (`steady`, as seconds for all n messages at that rate;
+// the messages of the first arrival are not counted in it). Both on rank 0.
+struct stream_time {
+  double total = 0, steady = 0;
+};
+
+// Marks arrivals on the receiving rank: the first arrival's time and size, and the last time.
+struct arrival_clock {
+  clock_type::time_point first{}, last{};
+  std::uint32_t first_count = 0;
+  void arrived(std::uint32_t count) {
+    last = clock_type::now();
+    if (first_count == 0) first = last, first_count = count;
   }
-  if (w.rank() == 1) MPI_Send(&ack, 1, MPI_BYTE, 0, tag, MPI_COMM_WORLD);
-  if (w.rank() == 0) MPI_Recv(&ack, 1, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  if (ack != 0) throw std::runtime_error("raw MPI stream: messages out of order");
-  return seconds_since(t0);
+  double steady_seconds(std::uint32_t n) const {
+    const double s = std::chrono::duration<double>(last - first).count();
+    return n > first_count && s > 0 ? s * n / (n - first_count) : 0;
+  }
+};
+
+// Rank 0 sends `n` messages of `bytes` that rank 1 has all received (its ack), from and into
+// `buffers` buffers used in turn (1: one buffer, what MPI benchmarks do; as many as a ring's slots:
+// the memory a stream through rings touches).
+stream_time mpi_stream_seconds(mpi::world& w, std::size_t bytes, std::uint32_t n, std::size_t buffers = 1) {
+  std::vector<std::byte> all(bytes * buffers);
+  arrival_clock arrivals;
+  stream_time t;
+  all_arrive(w);
+  {
+    std::lock_guard lock(w.lock());
+    const auto t0 = clock_type::now();
+    char ack = 0;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      std::byte* buffer = all.data() + (i % buffers) * bytes;
+      if (w.rank() == 0) {
+        std::memcpy(buffer, &i, sizeof i);
+        MPI_Send(buffer, static_cast<int>(bytes), MPI_BYTE, 1, tag, MPI_COMM_WORLD);
+      } else {
+        MPI_Recv(buffer, static_cast<int>(bytes), MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        arrivals.arrived(1);
+        std::uint32_t seq = 0;
+        std::memcpy(&seq, buffer, sizeof seq);
+        if (seq != i) ack = 1;
+      }
+    }
+    if (w.rank() == 1) MPI_Send(&ack, 1, MPI_BYTE, 0, tag, MPI_COMM_WORLD);
+    if (w.rank() == 0) MPI_Recv(&ack, 1, MPI_BYTE, 1, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (ack != 0) throw std::runtime_error("raw MPI stream: messages out of order");
+    t.total = seconds_since(t0);
+  }
+  t.steady = from_rank_1(w, arrivals.steady_seconds(n));
+  return t;
 }
 
 template <std::size_t Bytes> struct blob {
@@ -126,8 +155,8 @@ template <std::size_t Bytes> struct blob {
 // Seconds for the stream, through rings of `capacity` slots (0: the pipeline's default, which
 // `slots` then says).
 template <std::size_t Bytes>
-double ringpipe_stream_seconds(mpi::world& w, runtime& rt, std::uint32_t n, std::uint32_t capacity,
-                               std::uint32_t* slots = nullptr) {
+stream_time ringpipe_stream_seconds(mpi::world& w, runtime& rt, std::uint32_t n, std::uint32_t capacity,
+                                    std::uint32_t* slots = nullptr) {
   using msg = blob<Bytes>;
   pipeline p(rt, {.name = "remote-stream"});
   auto src =
@@ -139,7 +168,9 @@ double ringpipe_stream_seconds(mpi::world& w, runtime& rt, std::uint32_t n, std:
         return k;
       });
   std::uint32_t expected = 0, wrong = 0;
+  arrival_clock arrivals;
   auto sink = p.add_sink_batch<msg>("sink", [&](std::span<const msg> got) {
+    arrivals.arrived(static_cast<std::uint32_t>(got.size()));
     for (const auto& m : got)
       wrong += m.seq != expected++ ? 1 : 0;
   });
@@ -153,20 +184,27 @@ double ringpipe_stream_seconds(mpi::world& w, runtime& rt, std::uint32_t n, std:
     throw std::runtime_error("remote stream: " + std::to_string(expected) + " of " + std::to_string(n) + " messages, " +
                              std::to_string(wrong) + " out of order");
   from_rank_1(w, 0); // rank 1's sink has every message
-  const double seconds = seconds_since(t0);
+  stream_time t{seconds_since(t0), 0};
   if (slots != nullptr) *slots = p.cross_rank_links().at(0).ring->capacity();
-  return seconds;
+  t.steady = from_rank_1(w, arrivals.steady_seconds(n));
+  return t;
 }
 
-void add_stream(std::vector<result>& results, std::size_t bytes, std::uint32_t n, double mpi_s, double ours_s) {
+void add_stream(std::vector<result>& results, std::size_t bytes, std::uint32_t n, stream_time mpi, stream_time ours) {
   result r{"remote.stream", {{"bytes", std::to_string(bytes)}, {"messages", std::to_string(n)}}, {}};
-  add_stream_metrics(r, n, bytes, ours_s);
-  r.metrics["mpi_msgs_per_s"] = n / mpi_s;
-  r.metrics["mpi_bytes_per_s"] = static_cast<double>(n) * static_cast<double>(bytes) / mpi_s;
-  r.metrics["ratio_vs_mpi"] = mpi_s / ours_s;
-  std::cerr << "  " << bytes << " B x " << n << ": ringpipe " << n / ours_s / 1e6 << " M msgs/s ("
-            << static_cast<double>(n) * static_cast<double>(bytes) / ours_s / 1e9 << " GB/s), raw MPI "
-            << n / mpi_s / 1e6 << " M msgs/s: " << mpi_s / ours_s << "x\n";
+  add_stream_metrics(r, n, bytes, ours.total);
+  const double total_bytes = static_cast<double>(n) * static_cast<double>(bytes);
+  r.metrics["mpi_msgs_per_s"] = n / mpi.total;
+  r.metrics["mpi_bytes_per_s"] = total_bytes / mpi.total;
+  r.metrics["ratio_vs_mpi"] = mpi.total / ours.total;
+  r.metrics["steady_bytes_per_s"] = total_bytes / ours.steady;
+  r.metrics["mpi_steady_bytes_per_s"] = total_bytes / mpi.steady;
+  r.metrics["steady_ratio_vs_mpi"] = mpi.steady / ours.steady;
+  std::cerr << "  " << bytes << " B x " << n << ": ringpipe " << n / ours.total / 1e6 << " M msgs/s ("
+            << total_bytes / ours.total / 1e9 << " GB/s), raw MPI " << n / mpi.total / 1e6
+            << " M msgs/s: " << mpi.total / ours.total << "x; steady, on the receiving rank: ringpipe "
+            << total_bytes / ours.steady / 1e9 << " GB/s, raw MPI " << total_bytes / mpi.steady / 1e9
+            << " GB/s: " << mpi.steady / ours.steady << "x\n";
   results.push_back(std::move(r));
 }
 
@@ -197,30 +235,36 @@ int remote_topic(int& argc, char**& argv, const settings& s, const std::function
   if (selected("remote.stream")) {
     const auto q = [&](std::uint32_t full) { return s.quick ? full / 10 : full; };
     const std::uint32_t n16 = q(2'000'000), n4k = q(200'000), n1m = q(2'000);
-    const double m16 = mpi_stream_seconds(w, 16, n16), r16 = ringpipe_stream_seconds<16>(w, rt, n16, 65536);
-    const double m4k = mpi_stream_seconds(w, 4096, n4k), r4k = ringpipe_stream_seconds<4096>(w, rt, n4k, 4096);
+    const auto m16 = mpi_stream_seconds(w, 16, n16);
+    const auto r16 = ringpipe_stream_seconds<16>(w, rt, n16, 65536);
+    const auto m4k = mpi_stream_seconds(w, 4096, n4k);
+    const auto r4k = ringpipe_stream_seconds<4096>(w, rt, n4k, 4096);
     // 1 MiB through the pipeline's default rings, also against raw MPI through as many buffers in
     // turn as a ring has slots (the memory the stream touches) and through 16 (memory beyond
     // the caches).
     std::uint32_t slots = 0;
-    const double m1m = mpi_stream_seconds(w, 1 << 20, n1m);
-    const double r1m = ringpipe_stream_seconds<(1 << 20)>(w, rt, n1m, 0, &slots);
-    const double m1m_ring = mpi_stream_seconds(w, 1 << 20, n1m, slots);
-    const double m1m_16 = mpi_stream_seconds(w, 1 << 20, n1m, 16);
+    const auto m1m = mpi_stream_seconds(w, 1 << 20, n1m);
+    const auto r1m = ringpipe_stream_seconds<(1 << 20)>(w, rt, n1m, 0, &slots);
+    const auto m1m_ring = mpi_stream_seconds(w, 1 << 20, n1m, slots);
+    const auto m1m_16 = mpi_stream_seconds(w, 1 << 20, n1m, 16);
     if (w.rank() == 0) {
       add_stream(results, 16, n16, m16, r16);
       add_stream(results, 4096, n4k, m4k, r4k);
       add_stream(results, 1 << 20, n1m, m1m, r1m);
       auto& big = results.back();
       big.params["ring_slots"] = std::to_string(slots);
-      big.metrics["mpi_ring_buffers_bytes_per_s"] = n1m * double(1 << 20) / m1m_ring;
-      big.metrics["ratio_vs_mpi_ring_buffers"] = m1m_ring / r1m;
+      const double mib = n1m * double(1 << 20);
+      big.metrics["mpi_ring_buffers_bytes_per_s"] = mib / m1m_ring.total;
+      big.metrics["ratio_vs_mpi_ring_buffers"] = m1m_ring.total / r1m.total;
+      big.metrics["steady_ratio_vs_mpi_ring_buffers"] = m1m_ring.steady / r1m.steady;
       std::cerr << "  1 MiB against raw MPI through " << slots << " buffers, as many as the ring's slots ("
-                << n1m * double(1 << 20) / m1m_ring / 1e9 << " GB/s): " << m1m_ring / r1m << "x\n";
-      big.metrics["mpi_16_buffers_bytes_per_s"] = n1m * double(1 << 20) / m1m_16;
-      big.metrics["ratio_vs_mpi_16_buffers"] = m1m_16 / r1m;
-      std::cerr << "  1 MiB against raw MPI through 16 buffers (" << n1m * double(1 << 20) / m1m_16 / 1e9
-                << " GB/s): " << m1m_16 / r1m << "x\n";
+                << mib / m1m_ring.total / 1e9 << " GB/s): " << m1m_ring.total / r1m.total << "x, steady "
+                << m1m_ring.steady / r1m.steady << "x\n";
+      big.metrics["mpi_16_buffers_bytes_per_s"] = mib / m1m_16.total;
+      big.metrics["ratio_vs_mpi_16_buffers"] = m1m_16.total / r1m.total;
+      big.metrics["steady_ratio_vs_mpi_16_buffers"] = m1m_16.steady / r1m.steady;
+      std::cerr << "  1 MiB against raw MPI through 16 buffers (" << mib / m1m_16.total / 1e9
+                << " GB/s): " << m1m_16.total / r1m.total << "x, steady " << m1m_16.steady / r1m.steady << "x\n";
     }
   }
   return w.rank();
