@@ -28,25 +28,35 @@ constexpr auto B = kernel_mode::batched;
 constexpr auto ok = mode_refusal::none;
 
 // facts: {device shares memory, rings in its SVM, supports persistent, supports parked, budget
-// leaves a worker, forced}
+// leaves a worker, forced, gated}
 const row table[] = {
-    {"PoCL, rings in SVM, budget free", {true, true, true, true, true, {}}, shm, P, ok},
-    {"PoCL, rings in SVM, budget taken", {true, true, true, true, false, {}}, shm, K, ok},
-    {"PoCL, rings in host memory", {true, false, true, true, true, {}}, mir, B, ok},
-    {"rusticl (no SVM)", {false, false, false, false, false, {}}, mir, B, ok},
-    {"coarse-grained SVM GPU, rings claimed in SVM", {false, true, false, false, true, {}}, mir, B, ok},
-    {"forced persistent on PoCL", {true, true, true, true, false, P}, shm, P, ok},
-    {"forced parked on PoCL", {true, true, true, true, true, K}, shm, K, ok},
-    {"forced batched on PoCL", {true, true, true, true, true, B}, shm, B, ok},
-    {"forced batched on rusticl", {false, false, false, false, false, B}, mir, B, ok},
-    {"forced persistent on rusticl", {false, false, false, false, false, P}, mir, P, mode_refusal::device_cannot},
-    {"forced parked on rusticl", {false, false, false, false, false, K}, mir, K, mode_refusal::device_cannot},
+    {"PoCL, rings in SVM, budget free", {true, true, true, true, true, {}, false}, shm, P, ok},
+    {"PoCL, rings in SVM, budget taken", {true, true, true, true, false, {}, false}, shm, K, ok},
+    {"PoCL, rings in host memory", {true, false, true, true, true, {}, false}, mir, B, ok},
+    {"rusticl (no SVM)", {false, false, false, false, false, {}, false}, mir, B, ok},
+    {"coarse-grained SVM GPU, rings claimed in SVM", {false, true, false, false, true, {}, false}, mir, B, ok},
+    {"forced persistent on PoCL", {true, true, true, true, false, P, false}, shm, P, ok},
+    {"forced parked on PoCL", {true, true, true, true, true, K, false}, shm, K, ok},
+    {"forced batched on PoCL", {true, true, true, true, true, B, false}, shm, B, ok},
+    {"forced batched on rusticl", {false, false, false, false, false, B, false}, mir, B, ok},
+    {"forced persistent on rusticl",
+     {false, false, false, false, false, P, false},
+     mir,
+     P,
+     mode_refusal::device_cannot},
+    {"forced parked on rusticl", {false, false, false, false, false, K, false}, mir, K, mode_refusal::device_cannot},
     {"forced persistent, rings in host memory",
-     {true, false, true, true, true, P},
+     {true, false, true, true, true, P, false},
      mir,
      P,
      mode_refusal::rings_not_shared},
-    {"forced parked, rings in host memory", {true, false, true, true, true, K}, mir, K, mode_refusal::rings_not_shared},
+    {"forced parked, rings in host memory",
+     {true, false, true, true, true, K, false},
+     mir,
+     K,
+     mode_refusal::rings_not_shared},
+    {"gated on PoCL (a barrier through the host), rings in SVM", {true, true, true, true, true, {}, true}, mir, B, ok},
+    {"gated on rusticl", {false, false, false, false, false, {}, true}, mir, B, ok},
 };
 
 TEST(ModeChoice, EveryRowOfTheTable) {

@@ -4,7 +4,8 @@ namespace ringpipe::detail {
 
 mode_choice choose_mode(const mode_facts& f) noexcept {
   mode_choice c;
-  const bool shared = f.rings_in_device_svm && f.device_shares_memory;
+  // A gated kernel runs batched through device mirrors, also on a device that shares memory.
+  const bool shared = f.rings_in_device_svm && f.device_shares_memory && !f.gated;
   c.transport = shared ? kernel_transport::shared_memory : kernel_transport::mirrored;
   if (f.forced) {
     c.mode = *f.forced;

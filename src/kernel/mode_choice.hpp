@@ -22,6 +22,7 @@ struct mode_facts {
   bool supports_parked = false;
   bool persistent_available = false; ///< the budget leaves a worker for others after this one
   std::optional<kernel_mode> forced;
+  bool gated = false; ///< a launch_gate holds its launches (a barrier's, through the host): one per phase
 };
 
 enum class mode_refusal {

@@ -59,9 +59,7 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   for (const auto& r : {input, output})
     if (r && (r->memory() != ring_memory::svm || r->svm_context() != dev_.context()()))
       facts.rings_in_device_svm = false;
-  // A gated kernel (a barrier's, arriving through the host) runs one phase per launch, batched
-  // through device mirrors, also on a device that shares memory.
-  if (gate_) facts.rings_in_device_svm = false;
+  facts.gated = gate_ != nullptr;
   facts.supports_persistent = info.supports(kernel_mode::persistent);
   facts.supports_parked = info.supports(kernel_mode::parked);
   facts.persistent_available = !options_.mode && dev_.budget().persistent_available();
