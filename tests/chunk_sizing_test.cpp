@@ -53,7 +53,8 @@ TEST(ChunkSizing, BoundsAndRounding) {
   dynamic_partition d = plain;
   d.min_chunk = 4096;
   EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 5000, d, 2, 64), 4096u); // at least min_chunk
-  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 3000, d, 2, 64), 3000u); // the rest, whatever its size
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 3000, d, 2, 64), 2944u); // whole work-groups left
+  EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 56, d, 2, 64), 56u);     // then the rest alone
   EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 1000000, d, 2, 64) % 64, 0u);
   d.min_chunk = 1;
   EXPECT_EQ(dynamic_chunk_size(lanes, 0, 1 << 20, 100, d, 2, 64), 64u); // at least one work-group
@@ -74,6 +75,18 @@ TEST(SpeedRecord, SmallChunksAtTheEndDoNotMakeAFastDeviceLookSlow) {
   // Kept: the last five, and the older chunks bigger than all the newer ones together.
   EXPECT_GT(fast.chunks(), 5u);
   EXPECT_LE(fast.chunks(), 40u);
+}
+
+TEST(SpeedRecord, AFirstChunkSlowedByACompileCountsOnlyUntilTheSecond) {
+  speed_record r;
+  r.add(352, 0.250, 5); // compiled at its first launch (PoCL, cold cache)
+  EXPECT_DOUBLE_EQ(r.items_per_second(), 352 / 0.250);
+  r.add(352, 0.001, 5);
+  EXPECT_EQ(r.ended(), 2u);
+  EXPECT_EQ(r.chunks(), 1u);
+  EXPECT_DOUBLE_EQ(r.items_per_second(), 352 / 0.001);
+  r.add(352, 0.002, 5); // later chunks count as before
+  EXPECT_DOUBLE_EQ(r.items_per_second(), 704 / 0.003);
 }
 
 TEST(SpeedRecord, ItemsOverSecondsOfTheWindow) {

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
+#include <set>
 
 using namespace ringpipe;
 using namespace std::chrono_literals;
@@ -35,6 +37,7 @@ __kernel void smooth(__global const int* all, __global int* out, ulong n) {
   const int left = all[i == 0 ? 0 : i - 1], right = all[i + 1 == n ? i : i + 1];
   out[i] = left + all[i] + right;
 }
+__kernel void group_size(__global uint* out) { out[get_global_id(0)] = (uint)get_local_size(0); }
 )";
 
 class ParallelFor : public ringpipe::testing::device_test {
@@ -170,6 +173,27 @@ TEST_F(SlowDevice, OnCoresOfItsOwnBothRunTheSlowOneLess) {
     sized[c.device] += c.measuring ? 0 : 1;
   EXPECT_GT(sized[0], 0u) << r.table();
   EXPECT_GT(sized[1], 0u) << r.table();
+}
+
+TEST_F(ParallelFor, EachDeviceRunsItsChunksInOneWorkGroupSize) {
+  // One compiled variant per device: left to the implementation, PoCL picked a work-group size for
+  // each chunk size and compiled each (100-140 ms with a cold cache, counted in the chunk's speed).
+  const std::size_t n = 100000; // not a multiple of 64: the last chunk is a rest
+  std::vector<std::uint32_t> sizes(n);
+  const auto r = parallel_for(rt(), {saxpy_source, "group_size"}, parallel_for_options{}, n, output(sizes));
+  expect_exactly_once(r, n);
+  std::map<std::size_t, std::set<std::uint32_t>> seen; // per device
+  std::size_t checked = 0;
+  for (const auto& c : r.chunks) {
+    if (c.failed || c.range.size() < 64) continue; // a rest, fewer items than any lane's group
+    for (std::size_t i = c.range.first; i < c.range.last; ++i)
+      seen[c.device].insert(sizes[i]);
+    EXPECT_EQ(c.range.size() % sizes[c.range.first], 0u) << "chunk [" << c.range.first << ", " << c.range.last << ")";
+    checked += c.range.size();
+  }
+  for (const auto& [dev, groups] : seen)
+    EXPECT_EQ(groups.size(), 1u) << "device " << dev << " ran " << groups.size() << " work-group sizes\n" << r.table();
+  EXPECT_GE(checked, n - 64 * r.devices.size()) << r.table();
 }
 
 TEST_F(ParallelFor, AFailedDeviceHandsItsChunksToTheOthers) {

@@ -28,16 +28,18 @@ inline void cpu_relax() noexcept {
   _mm_pause();
 #endif
 }
-/// The CPUs this process may run on (its first thread's affinity: one core per rank, as mpirun
-/// binds two ranks, or the machine's).
+/// The CPUs this process may run on now (its first thread's affinity: one core per rank, as
+/// mpirun binds two ranks, or the machine's); at least 1.
+inline int affinity_cpus() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(getpid(), sizeof set, &set) != 0)
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(1, CPU_COUNT(&set));
+}
+/// affinity_cpus() as the process started polling: read once, spinners ask it all the time.
 inline int usable_cpus() noexcept {
-  static const int cpus = [] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(getpid(), sizeof set, &set) != 0)
-      return static_cast<int>(std::thread::hardware_concurrency());
-    return CPU_COUNT(&set);
-  }();
+  static const int cpus = affinity_cpus();
   return cpus;
 }
 

@@ -26,14 +26,16 @@ class transfer_service;
 }
 
 struct runtime_options {
-  unsigned threads = 2; ///< threads running the io_context
+  /// Threads running the io_context; 0: one per core this process may run on (its affinity
+  /// mask: one under mpirun's binding), at most 2.
+  unsigned threads = 0;
   /// Where the runtime says what is not an error, e.g. a slow kernel build; null: a line on stderr.
   std::function<void(std::string_view)> notice = nullptr;
   /// A blocking step of start() (building a kernel) that takes longer than this is said through
   /// `notice`, with what it waits for, and again every 10 s; 0: every step is said as it begins.
   std::chrono::milliseconds slow_step_after{2000};
   /// Host cores the planner counts busy threads against (pipeline_objective::automatic); 0: the
-  /// cores the host reports.
+  /// cores this process may run on (its affinity mask, not the machine's count).
   unsigned host_cores = 0;
 };
 
@@ -56,7 +58,7 @@ public:
   void notice(std::string_view text) const;
   std::chrono::milliseconds slow_step_after() const noexcept { return options_.slow_step_after; }
   unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
-  /// runtime_options::host_cores, or the cores the host reports (at least 1).
+  /// runtime_options::host_cores, or the cores this process may run on (at least 1).
   unsigned host_cores() const noexcept;
 
   /// The executor bound to one device: host functions posted to it run one at a time, in order
@@ -79,6 +81,7 @@ public:
 
 private:
   runtime_options options_;
+  unsigned cpus_; // the process's affinity when the runtime was made
   topology topology_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<executor_type> work_;

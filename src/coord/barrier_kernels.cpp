@@ -7,6 +7,8 @@
 
 #include "barrier_state.hpp"
 
+#include "../core/thread_name.hpp"
+
 #include <ringpipe/device.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/occupancy.hpp>
@@ -233,7 +235,11 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
       if (auto st = weak.lock()) st->departed(i, failure);
     });
   }
-  if (s.has_kernels) s.watcher = std::thread([&s] { s.watch(); });
+  if (s.has_kernels)
+    s.watcher = std::thread([&s] {
+      detail::name_this_thread("ringpipe-phases");
+      s.watch();
+    });
 }
 
 barrier::~barrier() {

@@ -24,13 +24,18 @@ struct lane_speed {
 /// a median of per-chunk speeds let the small chunks at a run's end, where that cost dominates,
 /// make a fast device look slower than one measured on big chunks only. The last `window` chunks
 /// are kept, and older ones while they hold more items than all the newer ones together (at most
-/// eight times `window` in all).
+/// eight times `window` in all). A device's first chunk is its warm-up: it pays the kernel's compile
+/// (PoCL and llvmpipe compile at the first launch; 250 ms against 1 ms with a cold cache) and
+/// first-touch page faults, so it stands for the speed only until a second chunk has ended.
 class speed_record {
 public:
   void add(std::size_t items, double seconds, std::size_t window);
   /// Items per second (0 before any chunk).
   double items_per_second() const;
+  /// Chunks the speed is taken from now.
   std::size_t chunks() const { return chunks_.size(); }
+  /// Chunks ended on the device, the warm-up included.
+  std::size_t ended() const { return ended_; }
 
 private:
   struct chunk {
@@ -40,6 +45,7 @@ private:
   std::deque<chunk> chunks_;
   std::size_t items_ = 0;
   double seconds_ = 0;
+  std::size_t ended_ = 0;
 };
 
 /// The next chunk for lane `l`, with `remaining` of `n` indices not yet handed out. Until every
@@ -48,7 +54,8 @@ private:
 /// one device half the range). Then guided: remaining * share / window, so chunks shrink and the
 /// devices end together. A lane's share is its rate over the sum of each pool's fastest alive
 /// rate (one device of a pool runs at a time). At least min_chunk, rounded down to a multiple of
-/// `local` (at least `local`), at most `remaining`.
+/// `local` (at least `local`), at most `remaining` rounded down to one: the rest, fewer than
+/// `local`, is the last chunk, so every other runs in the lane's work-group size.
 std::size_t dynamic_chunk_size(const std::vector<lane_speed>& lanes, std::size_t l, std::size_t n,
                                std::size_t remaining, const dynamic_partition& d, std::size_t window,
                                std::size_t local);

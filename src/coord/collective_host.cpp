@@ -5,6 +5,8 @@
 #include "collective_steps.hpp"
 #include "host_mappings.hpp"
 
+#include "../core/thread_name.hpp"
+
 #include <ringpipe/occupancy.hpp>
 
 #include <algorithm>
@@ -148,6 +150,7 @@ void combine_in_threads(const std::vector<const std::byte*>& inputs, std::byte* 
   try {
     for (; started < threads; ++started)
       helpers.emplace_back([&, t = started] {
+        detail::name_this_thread("ringpipe-reduce");
         try {
           combine_range(inputs, result, copies, bound(t), bound(t + 1), tile, op);
         } catch (...) {

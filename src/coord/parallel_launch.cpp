@@ -59,10 +59,18 @@ std::size_t dynamic_chunk_size(const std::vector<lane_speed>& lanes, std::size_t
                 : static_cast<double>(n) * share / static_cast<double>(std::max<std::size_t>(1, d.first_chunks));
   local = std::max<std::size_t>(1, local);
   const std::size_t size = std::max(std::max<std::size_t>(1, d.min_chunk), static_cast<std::size_t>(want));
-  return std::min(remaining, std::max(local, size / local * local));
+  // Whole work-groups while there are any left: the rest (fewer than `local`) ends the run alone.
+  const std::size_t whole = remaining / local * local;
+  if (whole == 0) return remaining;
+  return std::min(whole, std::max(local, size / local * local));
 }
 
 void speed_record::add(std::size_t items, double seconds, std::size_t window) {
+  if (ended_++ == 1) { // the warm-up chunk gives way to the first that measures
+    chunks_.clear();
+    items_ = 0;
+    seconds_ = 0;
+  }
   chunks_.push_back({items, seconds});
   items_ += items;
   seconds_ += seconds;

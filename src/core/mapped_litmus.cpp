@@ -2,6 +2,8 @@
 #include <ringpipe/opencl.hpp>
 #include <ringpipe/program.hpp>
 
+#include "thread_name.hpp"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -171,6 +173,7 @@ bool finished_within(const std::shared_ptr<litmus_memory>& memory, std::chrono::
   };
   auto s = std::make_shared<state>();
   std::thread([s, memory] {
+    detail::name_this_thread("ringpipe-litmus");
     memory->queue.finish();
     std::lock_guard lock(s->mutex);
     s->done = true;

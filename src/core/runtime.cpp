@@ -1,23 +1,33 @@
 #include <ringpipe/runtime.hpp>
 
+#include "thread_name.hpp"
 #include "transfer_service.hpp"
+
+#include <ringpipe/backoff.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <future>
+#include <string>
 
 namespace ringpipe {
 
 runtime::runtime(topology devices, runtime_options options)
-    : options_(std::move(options)), topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)),
+    : options_(std::move(options)), cpus_(static_cast<unsigned>(detail::affinity_cpus())),
+      topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)),
       transfers_(std::make_shared<detail::transfer_service>(topology_, io_.get_executor())) {
   device_strands_.reserve(topology_.size());
   for (std::size_t i = 0; i < topology_.size(); ++i)
     device_strands_.emplace_back(boost::asio::make_strand(io_));
-  const unsigned n = options_.threads == 0 ? 1 : options_.threads;
+  // Under mpirun each rank is bound to one core: a second io thread there only preempts the
+  // first and the thread that copies MPI messages.
+  const unsigned n = options_.threads != 0 ? options_.threads : std::min(2u, cpus_);
   threads_.reserve(n);
   for (unsigned i = 0; i < n; ++i)
-    threads_.emplace_back([this] { io_.run(); });
+    threads_.emplace_back([this, i] {
+      detail::name_this_thread("ringpipe-io-" + std::to_string(i));
+      io_.run();
+    });
 }
 
 runtime::~runtime() {
@@ -39,7 +49,7 @@ transfer_report runtime::transfers() const { return transfers_->report(); }
 
 unsigned runtime::host_cores() const noexcept {
   if (options_.host_cores != 0) return options_.host_cores;
-  return std::max(1u, std::thread::hardware_concurrency());
+  return cpus_;
 }
 
 void runtime::notice(std::string_view text) const {

@@ -4,6 +4,8 @@
 
 #include "link_engine.hpp"
 
+#include "../core/thread_name.hpp"
+
 #include <ringpipe/backoff.hpp>
 
 #include <algorithm>
@@ -60,7 +62,10 @@ void link_engine::add(engine_task& task) {
     added_.push_back(&task);
     tasks_open_.fetch_add(1, std::memory_order_acq_rel);
     if (!thread_.joinable()) {
-      thread_ = std::thread([this] { run(); });
+      thread_ = std::thread([this] {
+        ringpipe::detail::name_this_thread("ringpipe-mpi");
+        run();
+      });
       link_engine* none = nullptr;
       if (helped_engine.compare_exchange_strong(none, this))
         ringpipe::detail::wait_helper().store(&help_the_engine, std::memory_order_release);

@@ -1,0 +1,85 @@
+// The runtime's threads follow the cores the process may run on (mpirun binds a rank to one), and
+// carry names that top -H and perf show.
+
+#include <ringpipe/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <future>
+#include <string>
+
+namespace {
+
+using ringpipe::runtime;
+using ringpipe::runtime_options;
+using ringpipe::topology;
+
+/// Runs on one of the runtime's io threads and returns that thread's name.
+std::string io_thread_name(runtime& rt) {
+  std::promise<std::string> name;
+  boost::asio::post(rt.io(), [&] {
+    char shown[16] = {};
+    pthread_getname_np(pthread_self(), shown, sizeof shown);
+    name.set_value(shown);
+  });
+  return name.get_future().get();
+}
+
+/// Restricts the process to its first usable CPU while alive (the main thread's mask is the
+/// process's), as mpirun's binding does.
+class one_cpu {
+public:
+  one_cpu() {
+    EXPECT_EQ(sched_getaffinity(0, sizeof saved_, &saved_), 0);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &saved_)) {
+        CPU_SET(c, &one);
+        break;
+      }
+    EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  }
+  ~one_cpu() { sched_setaffinity(0, sizeof saved_, &saved_); }
+  one_cpu(const one_cpu&) = delete;
+  one_cpu& operator=(const one_cpu&) = delete;
+
+private:
+  cpu_set_t saved_{};
+};
+
+TEST(Runtime, OneCoreGetsOneIoThreadAndIsCountedAsOne) {
+  one_cpu bound;
+  runtime rt(topology::from_devices({}), runtime_options{});
+  EXPECT_EQ(rt.threads(), 1u);
+  EXPECT_EQ(rt.host_cores(), 1u);
+}
+
+TEST(Runtime, ThreadsAndCoresAskedForAreKept) {
+  one_cpu bound;
+  runtime_options o;
+  o.threads = 3;
+  o.host_cores = 4;
+  runtime rt(topology::from_devices({}), o);
+  EXPECT_EQ(rt.threads(), 3u);
+  EXPECT_EQ(rt.host_cores(), 4u);
+}
+
+TEST(Runtime, DefaultThreadsAreAtMostTwoAndAtMostTheCores) {
+  runtime rt(topology::from_devices({}), runtime_options{});
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  const auto cores = static_cast<unsigned>(CPU_COUNT(&set));
+  EXPECT_EQ(rt.host_cores(), cores);
+  EXPECT_EQ(rt.threads(), std::min(2u, cores));
+}
+
+TEST(Runtime, IoThreadsAreNamedForTheRuntime) {
+  runtime rt(topology::from_devices({}), runtime_options{});
+  EXPECT_EQ(io_thread_name(rt).rfind("ringpipe-io-", 0), 0u) << io_thread_name(rt);
+}
+
+} // namespace
