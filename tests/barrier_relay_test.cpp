@@ -34,9 +34,41 @@ struct phase_message {
   std::uint32_t phase, pad[3];
 };
 
+using phases_kernel = ring_kernel<no_message, phase_message>;
+
 class BarrierRelay : public ringpipe::testing::device_test {
 protected:
   std::pair<const device*, const device*> two_pocl() { return ringpipe::testing::two_pocl_devices(topo()); }
+
+  struct two_kernel_run {
+    std::uint32_t errors = 0, completions = 0;
+    barrier_stats stats;
+  };
+  /// Two test_phases_any kernels (named a_name, b_name) and a host thread through `phases` phases;
+  /// each phase's completion checks that each kernel emitted that phase, once, before arriving.
+  static two_kernel_run run_two(phases_kernel& a, const std::string& a_name, ring<phase_message>& from_a,
+                                phases_kernel& b, const std::string& b_name, ring<phase_message>& from_b,
+                                barrier_options options, std::uint32_t phases) {
+    two_kernel_run run;
+    for (auto* k : {&a, &b})
+      k->set_arg(1, phases);
+    options.on_phase = [&](std::uint32_t p) {
+      for (auto* emitted : {&from_a, &from_b}) {
+        phase_message got{};
+        if (!emitted->try_pop(got) || got.phase != p || emitted->try_pop(got)) ++run.errors;
+      }
+      ++run.completions;
+    };
+    barrier bar({{a, 0, a_name}, {b, 0, b_name}, "host"}, options);
+    a.start(from_a);
+    b.start(from_b);
+    for (std::uint32_t p = 0; p < phases; ++p)
+      bar.arrive_and_wait(bar.participant("host"));
+    a.wait(60s);
+    b.wait(60s);
+    run.stats = bar.stats();
+    return run;
+  }
 };
 
 // PoCL kernels waiting on their devices, a batched kernel on rusticl arriving through the host
@@ -57,8 +89,7 @@ TEST_F(BarrierRelay, MixedWithABatchedKernelOnRusticlArrivingThroughTheHost) {
     kernels.push_back(make_phased_kernel(rt(), *pocl[i], done, i, n, phases, never, {}, true));
     members.emplace_back(*kernels.back(), 0, "pocl" + std::to_string(i));
   }
-  ring_kernel<no_message, phase_message> batched(rt(), topo()[*rusticl],
-                                                 kernel_spec(test_phases_source(), "test_phases_relayed"));
+  phases_kernel batched(rt(), topo()[*rusticl], kernel_spec(test_phases_source(), "test_phases_relayed"));
   batched.set_arg(0, phases);
   ring<phase_message> emitted(16);
   members.emplace_back(batched, 0, "rusticl");
@@ -99,35 +130,18 @@ TEST_F(BarrierRelay, OneKernelSourceWaitsOnItsSeatOnPoclAndArrivesThroughTheHost
   RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
   constexpr std::uint32_t phases = 300;
   const kernel_spec spec(test_phases_source(), "test_phases_any");
-  ring_kernel<no_message, phase_message> on_pocl(rt(), *d0, spec), on_rusticl(rt(), topo()[*rusticl], spec);
-  on_pocl.set_arg(1, phases);
-  on_rusticl.set_arg(1, phases);
+  phases_kernel on_pocl(rt(), *d0, spec), on_rusticl(rt(), topo()[*rusticl], spec);
   ring<phase_message> from_pocl(*d0, 16, {"from_pocl"}), from_rusticl(16);
-  std::uint32_t completions = 0, errors = 0;
   barrier_options options;
   options.name = "one-source";
-  options.timeout = 60s;                    // llvmpipe compiles the kernel at its first launch
-  options.on_phase = [&](std::uint32_t p) { // each kernel emitted phase p, once, before arriving
-    for (auto* emitted : {&from_pocl, &from_rusticl}) {
-      phase_message got{};
-      if (!emitted->try_pop(got) || got.phase != p || emitted->try_pop(got)) ++errors;
-    }
-    ++completions;
-  };
-  barrier b({{on_pocl, 0, "pocl"}, {on_rusticl, 0, "rusticl"}, "host"}, options);
-  on_pocl.start(from_pocl);
-  on_rusticl.start(from_rusticl);
-  for (std::uint32_t p = 0; p < phases; ++p)
-    b.arrive_and_wait(b.participant("host"));
-  on_pocl.wait(60s);
-  on_rusticl.wait(60s);
-  EXPECT_EQ(errors, 0u) << "a kernel ran a phase early, late or twice";
-  EXPECT_EQ(completions, phases);
+  options.timeout = 60s; // llvmpipe compiles the kernel at its first launch
+  const auto run = run_two(on_pocl, "pocl", from_pocl, on_rusticl, "rusticl", from_rusticl, options, phases);
+  EXPECT_EQ(run.errors, 0u) << "a kernel ran a phase early, late or twice";
+  EXPECT_EQ(run.completions, phases);
   EXPECT_EQ(on_pocl.stats().launches, 1u) << "the PoCL kernel left its loop instead of waiting on its seat";
   EXPECT_EQ(on_rusticl.stats().launches, phases + 1) << "one launch per phase, and one to end";
-  const auto stats = b.stats();
-  EXPECT_TRUE(stats.participants[0].on_device);
-  EXPECT_EQ(stats.participants[1].arrivals, phases);
+  EXPECT_TRUE(run.stats.participants[0].on_device);
+  EXPECT_EQ(run.stats.participants[1].arrivals, phases);
 }
 
 // kernels_through_host: kernels that could wait on their devices (PoCL) arrive through the host
@@ -137,30 +151,14 @@ TEST_F(BarrierRelay, KernelsOnPoclArriveThroughTheHostWhenAsked) {
   RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
   constexpr std::uint32_t phases = 300;
   const kernel_spec spec(test_phases_source(), "test_phases_any");
-  ring_kernel<no_message, phase_message> a(rt(), *d0, spec), b(rt(), d1 != nullptr ? *d1 : *d0, spec);
+  phases_kernel a(rt(), *d0, spec), b(rt(), d1 != nullptr ? *d1 : *d0, spec);
   ring<phase_message> from_a(16), from_b(16);
-  for (auto* k : {&a, &b})
-    k->set_arg(1, phases);
-  std::uint32_t completions = 0, errors = 0;
   barrier_options options;
   options.name = "relayed";
   options.kernels_through_host = true;
-  options.on_phase = [&](std::uint32_t p) { // each kernel emitted phase p, once, before arriving
-    for (auto* emitted : {&from_a, &from_b}) {
-      phase_message got{};
-      if (!emitted->try_pop(got) || got.phase != p || emitted->try_pop(got)) ++errors;
-    }
-    ++completions;
-  };
-  barrier bar({{a, 0, "a"}, {b, 0, "b"}, "host"}, options);
-  a.start(from_a);
-  b.start(from_b);
-  for (std::uint32_t p = 0; p < phases; ++p)
-    bar.arrive_and_wait(bar.participant("host"));
-  a.wait(60s);
-  b.wait(60s);
-  EXPECT_EQ(errors, 0u) << "a kernel ran a phase early, late or twice";
-  EXPECT_EQ(completions, phases);
+  const auto run = run_two(a, "a", from_a, b, "b", from_b, options, phases);
+  EXPECT_EQ(run.errors, 0u) << "a kernel ran a phase early, late or twice";
+  EXPECT_EQ(run.completions, phases);
   for (auto* k : {&a, &b}) {
     EXPECT_EQ(k->mode(), kernel_mode::batched);
     EXPECT_EQ(k->stats().launches, phases + 1) << "one launch per phase, and one to end";
@@ -179,7 +177,7 @@ TEST_F(BarrierRelay, SpinnersOutnumberingTheCoresAreSaidAtCreation) {
   runtime rt2(topo(), two_cores);
   const kernel_spec spec(test_phases_source(), "test_phases_any");
   for (const bool through_host : {false, true}) {
-    ring_kernel<no_message, phase_message> a(rt2, *d0, spec), b(rt2, d1 != nullptr ? *d1 : *d0, spec);
+    phases_kernel a(rt2, *d0, spec), b(rt2, d1 != nullptr ? *d1 : *d0, spec);
     barrier_options options;
     options.name = through_host ? "relayed" : "spinning";
     options.kernels_through_host = through_host;
@@ -195,8 +193,7 @@ TEST_F(BarrierRelay, SpinnersOutnumberingTheCoresAreSaidAtCreation) {
 TEST_F(BarrierRelay, ABatchedKernelOnRusticlLeavesWhenItsBarrierTimesOut) {
   const auto rusticl = ringpipe::testing::find_device(topo(), ringpipe::testing::is_rusticl);
   RINGPIPE_REQUIRE_DEVICE(rusticl, "rusticl device (RUSTICL_ENABLE=llvmpipe)");
-  ring_kernel<no_message, phase_message> batched(rt(), topo()[*rusticl],
-                                                 kernel_spec(test_phases_source(), "test_phases_relayed"));
+  phases_kernel batched(rt(), topo()[*rusticl], kernel_spec(test_phases_source(), "test_phases_relayed"));
   batched.set_arg(0, 100u);
   ring<phase_message> emitted(256);
   barrier_options options;

@@ -84,14 +84,16 @@ double kernel_phase_us(runtime& rt, const device& a, const device& b, std::uint3
   return us;
 }
 
+// What test_phases_relayed and test_phases_any emit each phase (rp_phase_msg).
+struct phase_message {
+  std::uint32_t phase, pad[3];
+};
+
 // A batched kernel on a device without shared memory and a host thread: the kernel arrives through
 // the host once per launch. Against the hand-written way: launch, clFinish, per phase.
 void relayed_row(bench_context& c, const device& dev) {
   using namespace ringpipe::testing;
   const std::uint32_t phases = c.s.quick ? 200 : 2'000;
-  struct phase_message {
-    std::uint32_t phase, pad[3];
-  };
   ring_kernel<no_message, phase_message> k(c.rt, dev, kernel_spec(test_phases_source(), "test_phases_relayed"));
   k.set_arg(0, phases);
   ring<phase_message> emitted(4096);
@@ -133,9 +135,6 @@ void relayed_row(bench_context& c, const device& dev) {
 // phase from their start to their end, in microseconds.
 double relayed_kernels_phase_us(runtime& rt, const device& a, const device& b, std::uint32_t phases) {
   using namespace ringpipe::testing;
-  struct phase_message {
-    std::uint32_t phase, pad[3];
-  };
   const kernel_spec spec(test_phases_source(), "test_phases_any");
   ring_kernel<no_message, phase_message> k0(rt, a, spec), k1(rt, b, spec);
   ring<phase_message> from0(std::bit_ceil(phases)), from1(std::bit_ceil(phases));
