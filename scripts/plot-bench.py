@@ -118,6 +118,8 @@ def plot_remote(res, path, title):
          scale=1e-9)
     line(b, res.series("remote.stream", "bytes", "mpi_16_buffers_bytes_per_s"), "baseline: raw MPI, 16 buffers",
          dict(color="0.7", linestyle=":"), scale=1e-9)
+    line(b, res.series("remote.stream", "bytes", "mpi_huge_pages_bytes_per_s"),  # files from 2026-11-27 on
+         "baseline: raw MPI, one buffer on huge pages", dict(color="k", linestyle="-."), scale=1e-9)
     b.set_yscale("log")
     b.set_ylabel("GB/s")
     sizes_axis(b)

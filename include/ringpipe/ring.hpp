@@ -51,10 +51,10 @@ struct ring_options {
 class ring_buffer {
 public:
   /// Host memory.
-  ring_buffer(std::uint32_t capacity, std::uint32_t slot_size, ring_options options = {});
+  ring_buffer(std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options = {});
   /// Memory `dev`'s kernels can poll: fine-grained SVM in its context when the device has it,
   /// otherwise host memory (kernels there run batched through a device mirror).
-  ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_t slot_size, ring_options options = {});
+  ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options = {});
   ~ring_buffer();
   ring_buffer(const ring_buffer&) = delete;
   ring_buffer& operator=(const ring_buffer&) = delete;
@@ -158,10 +158,10 @@ template <class T> class ring {
 
 public:
   using value_type = T;
-  explicit ring(std::uint32_t capacity, ring_options options = {})
-      : buffer_(std::make_shared<ring_buffer>(capacity, sizeof(T), std::move(options))) {}
-  ring(const device& dev, std::uint32_t capacity, ring_options options = {})
-      : buffer_(std::make_shared<ring_buffer>(dev, capacity, sizeof(T), std::move(options))) {}
+  explicit ring(std::uint32_t capacity, const ring_options& options = {})
+      : buffer_(std::make_shared<ring_buffer>(capacity, sizeof(T), options)) {}
+  ring(const device& dev, std::uint32_t capacity, const ring_options& options = {})
+      : buffer_(std::make_shared<ring_buffer>(dev, capacity, sizeof(T), options)) {}
   /// A typed view of an existing ring; throws errc::message_size if its slots are not sizeof(T).
   explicit ring(std::shared_ptr<ring_buffer> buffer) : buffer_(std::move(buffer)) {
     if (!buffer_ || buffer_->slot_size() != sizeof(T))

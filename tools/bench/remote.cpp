@@ -10,6 +10,7 @@
 #include <ringpipe/mpi/distributed_pipeline.hpp>
 
 #include <mpi.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <optional>
@@ -113,11 +114,33 @@ struct arrival_clock {
   }
 };
 
+// Fresh anonymous memory, zero-filled, on the kernel's default pages or advised onto huge pages.
+// Not a std::vector: its allocation could reuse a freed ring that was advised onto huge pages.
+class fresh_memory {
+public:
+  fresh_memory(std::size_t bytes, bool huge) : bytes_(bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("remote bench: mmap of " + std::to_string(bytes) + " bytes failed");
+    data_ = static_cast<std::byte*>(p);
+    if (huge) (void)madvise(p, bytes, MADV_HUGEPAGE);
+    std::memset(data_, 0, bytes); // touched first here, as a vector's zero-fill does
+  }
+  ~fresh_memory() { munmap(data_, bytes_); }
+  fresh_memory(const fresh_memory&) = delete;
+  fresh_memory& operator=(const fresh_memory&) = delete;
+  std::byte* data() const { return data_; }
+
+private:
+  std::size_t bytes_;
+  std::byte* data_ = nullptr;
+};
+
 // Rank 0 sends `n` messages of `bytes` that rank 1 has all received (its ack), from and into
 // `buffers` buffers used in turn (1: one buffer, what MPI benchmarks do; as many as a ring's slots:
-// the memory a stream through rings touches).
-stream_time mpi_stream_seconds(mpi::world& w, std::size_t bytes, std::uint32_t n, std::size_t buffers = 1) {
-  std::vector<std::byte> all(bytes * buffers);
+// the memory a stream through rings touches), on default pages or on huge pages (`huge`).
+stream_time mpi_stream_seconds(mpi::world& w, std::size_t bytes, std::uint32_t n, std::size_t buffers = 1,
+                               bool huge = false) {
+  fresh_memory all(bytes * buffers, huge);
   arrival_clock arrivals;
   stream_time t;
   all_arrive(w);
@@ -247,6 +270,8 @@ int remote_topic(int& argc, char**& argv, const settings& s, const std::function
     const auto r1m = ringpipe_stream_seconds<(1 << 20)>(w, rt, n1m, 0, &slots);
     const auto m1m_ring = mpi_stream_seconds(w, 1 << 20, n1m, slots);
     const auto m1m_16 = mpi_stream_seconds(w, 1 << 20, n1m, 16);
+    // ringpipe's big rings are on huge pages (ring.cpp): raw MPI through one buffer on them too.
+    const auto m1m_huge = mpi_stream_seconds(w, 1 << 20, n1m, 1, true);
     if (w.rank() == 0) {
       add_stream(results, 16, n16, m16, r16);
       add_stream(results, 4096, n4k, m4k, r4k);
@@ -265,6 +290,11 @@ int remote_topic(int& argc, char**& argv, const settings& s, const std::function
       big.metrics["steady_ratio_vs_mpi_16_buffers"] = m1m_16.steady / r1m.steady;
       std::cerr << "  1 MiB against raw MPI through 16 buffers (" << mib / m1m_16.total / 1e9
                 << " GB/s): " << m1m_16.total / r1m.total << "x, steady " << m1m_16.steady / r1m.steady << "x\n";
+      big.metrics["mpi_huge_pages_bytes_per_s"] = mib / m1m_huge.total;
+      big.metrics["ratio_vs_mpi_huge_pages"] = m1m_huge.total / r1m.total;
+      big.metrics["steady_ratio_vs_mpi_huge_pages"] = m1m_huge.steady / r1m.steady;
+      std::cerr << "  1 MiB against raw MPI through one buffer on huge pages (" << mib / m1m_huge.total / 1e9
+                << " GB/s): " << m1m_huge.total / r1m.total << "x, steady " << m1m_huge.steady / r1m.steady << "x\n";
     }
   }
   return w.rank();
