@@ -17,9 +17,12 @@ build=${RINGPIPE_BUILD_DIR:-build}
 configure_build_test() { # folder, sanitizers, extra cmake options, targets (all if empty), then ctest arguments
   local dir=$1 san=$2 extra=$3 targets=$4
   shift 4
+  # Line tables only (-g1): a failure's backtrace keeps file and line, and the build takes about
+  # 40% less time than with full debug information. The sanitizer builds choose their own level
+  # (cmake/ringpipe_warnings.cmake).
   # shellcheck disable=SC2086 # $extra holds several options
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGPIPE_WARNINGS_AS_ERRORS=ON \
-    ${san:+-DRINGPIPE_SANITIZERS=$san} $extra >/dev/null
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" ${san:+-DRINGPIPE_SANITIZERS=$san} $extra >/dev/null
   # shellcheck disable=SC2086 # $targets holds several target names
   cmake --build "$dir" -j2 ${targets:+--target $targets}
   ctest --test-dir "$dir" -j2 --output-on-failure "$@"
@@ -30,8 +33,8 @@ if ((sanitizers)); then
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer"
   # oclgrind preloads its own OpenCL runtime, and the install test builds an uninstrumented
   # project against the library: both only run in the plain build; so do the MPI tests (Open
-  # MPI's allocations at exit read as leaks).
-  configure_build_test "$build-asan" address,undefined "" "" -E "oclgrind|install" -LE mpi "$@"
+  # MPI's allocations at exit read as leaks), so this build leaves the MPI component out.
+  configure_build_test "$build-asan" address,undefined "-DRINGPIPE_WITH_MPI=OFF" "" -E "oclgrind|install" "$@"
   echo "== ThreadSanitizer (host-side concurrency tests)"
   # Left out: kernel.* (their concurrency is between host threads and kernels ThreadSanitizer
   # does not instrument; the pipeline tests run the same proxies' host side) and
