@@ -165,11 +165,14 @@ bool mirror_driver::launch_batch() {
     return c_.life.finish(kernel_state::stopped);
   }
   if (c_.gate != nullptr && !gate_open()) return false;
+  // Closed is read before the size: a close read after it may follow pushes the size missed, and
+  // the batch would then end the stream without them (seen: vector_add lost jobs on rusticl).
+  const bool closed = c_.has_input && in.closed();
   const bool end = in_flight_lanes_ == 0 && c_.has_input && in.drained();
   const std::uint32_t queued = c_.has_input ? in.size() - ahead : 0;
   // A second lane for a full half mirror or the stream's last messages only: a trickle waits for
   // the running batch, which keeps batches large (each launch has a fixed cost).
-  if (in_flight_lanes_ > 0 && queued < mirror_capacity_ / 2 && !in.closed()) return false;
+  if (in_flight_lanes_ > 0 && queued < mirror_capacity_ / 2 && !closed) return false;
   std::uint32_t n = c_.has_input ? std::min(queued, mirror_capacity_) : mirror_capacity_;
   if (c_.has_output) n = std::min(n, out.space() - ahead);
   if (n == 0 && !end) {
@@ -181,7 +184,7 @@ bool mirror_driver::launch_batch() {
   lane& l = lanes_[(front_ + in_flight_lanes_) % lane_count_];
   l.n = n;
   l.tail = in.load_tail(std::memory_order_relaxed) + ahead;
-  l.ends_stream = end || (c_.has_input && in.closed() && n == queued);
+  l.ends_stream = end || (closed && n == queued);
 
   l.in_header = {};
   l.in_header.head = c_.has_input ? n : 0;
