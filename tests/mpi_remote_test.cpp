@@ -75,42 +75,62 @@ TEST_F(RemoteLink, StreamCrossesRanksExactlyOnceInOrder) {
   }
 }
 
-// A consumer far slower than the producer: the sender never has more in flight than the
-// receiver's ring holds, and nothing is lost.
-TEST_F(RemoteLink, CreditsBoundWhatIsInFlightBehindASlowConsumer) {
-  constexpr std::uint32_t count = 3000, capacity = 64;
-  auto ring = std::make_shared<ring_buffer>(capacity, sizeof(msg), ring_options{"remote-slow"});
-  if (sender()) {
-    mpi::remote_options options;
-    options.batch = 16;
-    mpi::remote_sender tx(w(), ring, 1, 1, options);
+// One link from rank 0 (options `o`) to rank 1 through a ring on each: rank 0 pushes `count`
+// messages, pausing `pause` after each (10 us while the ring is full); rank 1 pops them (2 ms
+// after every 8th where `slow_consumer`), expecting every one once, in order. Each end's stats.
+mpi::remote_stats one_way(mpi::world& w, std::uint32_t capacity, int link, std::uint32_t count, mpi::remote_options o,
+                          std::chrono::microseconds pause, bool slow_consumer) {
+  auto ring = std::make_shared<ring_buffer>(capacity, sizeof(msg), ring_options{"remote-" + std::to_string(link)});
+  if (w.rank() == 0) {
+    mpi::remote_sender tx(w, ring, 1, link, o);
     for (std::uint32_t s = 0; s < count;) {
       const msg m = make_test_message<16>(s);
-      if (ring->push_n_bytes(&m, 1) == 1)
-        ++s;
-      else
-        std::this_thread::sleep_for(10us);
+      const bool pushed = ring->push_n_bytes(&m, 1) == 1;
+      s += pushed ? 1 : 0;
+      if (!pushed || pause > 0us) std::this_thread::sleep_for(pushed ? pause : 10us);
     }
     ring->close();
     tx.wait(120s);
-    EXPECT_EQ(tx.stats().credits, capacity);
-    EXPECT_LE(tx.stats().max_in_flight, capacity) << "more in flight than the receiver's ring holds";
-    EXPECT_GT(tx.stats().max_in_flight, 0u);
-  } else {
-    mpi::remote_receiver rx(w(), ring, 0, 1);
-    std::uint32_t next = 0, wrong = 0;
-    while (!ring->drained()) {
-      msg m;
-      if (ring->pop_n_bytes(&m, 1) == 0) {
-        std::this_thread::sleep_for(20us);
-        continue;
-      }
-      if (m.seq != next++) ++wrong;
-      if (m.seq % 8 == 0) std::this_thread::sleep_for(2ms); // far slower than the producer
+    return tx.stats();
+  }
+  mpi::remote_receiver rx(w, ring, 0, link);
+  std::uint32_t next = 0, wrong = 0;
+  while (!ring->drained()) {
+    msg m;
+    if (ring->pop_n_bytes(&m, 1) == 0) {
+      std::this_thread::sleep_for(20us);
+      continue;
     }
-    rx.wait(60s);
-    EXPECT_EQ(next, count);
-    EXPECT_EQ(wrong, 0u);
+    if (m.seq != next++) ++wrong;
+    if (slow_consumer && m.seq % 8 == 0) std::this_thread::sleep_for(2ms); // far slower than the producer
+  }
+  rx.wait(60s);
+  EXPECT_EQ(next, count);
+  EXPECT_EQ(wrong, 0u);
+  return rx.stats();
+}
+
+// A consumer far slower than the producer: the sender never has more in flight than the
+// receiver's ring holds, and nothing is lost.
+TEST_F(RemoteLink, CreditsBoundWhatIsInFlightBehindASlowConsumer) {
+  constexpr std::uint32_t capacity = 64;
+  mpi::remote_options options;
+  options.batch = 16;
+  const auto stats = one_way(w(), capacity, 1, 3000, options, 0us, true);
+  if (sender()) {
+    EXPECT_EQ(stats.credits, capacity);
+    EXPECT_LE(stats.max_in_flight, capacity) << "more in flight than the receiver's ring holds";
+    EXPECT_GT(stats.max_in_flight, 0u);
+  }
+}
+
+// Messages one at a time with pauses between them, far fewer than the ring holds: the receiver,
+// idle between messages, sends no credit frame (the sender holds more than a lot of credits),
+// where it sent one per message (an MPI message each way per message of a ping-pong).
+TEST_F(RemoteLink, AQuietLinkSendsCreditsOnlyWhenTheSenderRunsShort) {
+  const auto stats = one_way(w(), 1024, 4, 200, {}, 300us, false); // a lot: a quarter of the ring, 257
+  if (!sender()) {
+    EXPECT_EQ(stats.credit_frames, 0u) << "credits sent while the sender held three quarters of the ring";
   }
 }
 

@@ -2,6 +2,7 @@
 // turns until they complete or the timeout passes.
 
 #include "link_io.hpp"
+#include "mpi_call_lock.hpp"
 
 #include <ringpipe/error.hpp>
 
@@ -18,12 +19,12 @@ constexpr std::chrono::nanoseconds busy_for = std::chrono::milliseconds(2);
 link_io::link_io(world& w, int peer, int link, std::chrono::nanoseconds timeout, std::function<bool()> give_up)
     : world_(w), peer_(peer), link_(link), timeout_(timeout), give_up_(std::move(give_up)), heard_(clock::now()),
       said_(clock::now()) {
-  std::lock_guard lock(world_.lock());
+  mpi_call_lock lock(world_);
   generation_ = ++world_.link_book().opened[{link_, peer_}];
 }
 
 link_io::~link_io() { // an end that did not finish its sends (the world ends): MPI may keep them
-  std::lock_guard lock(world_.lock());
+  mpi_call_lock lock(world_);
   for (auto& s : sends_)
     for (int i = 0; i < s.n; ++i)
       if (s.requests[i] != MPI_REQUEST_NULL) MPI_Request_free(&s.requests[i]);
@@ -52,9 +53,16 @@ void link_io::send_header(frame_kind kind, std::uint32_t count, std::uint64_t va
 
 void link_io::send_data(const std::byte* messages, std::size_t n, std::uint32_t slot) {
   const frame_header h{frame_kind::data, static_cast<std::uint32_t>(n), 0, generation_};
-  std::vector<std::byte> bytes(sizeof h);
+  const std::size_t data = n * slot;
+  const bool inline_data = data <= inline_data_bytes;
+  std::vector<std::byte> bytes(sizeof h + (inline_data ? data : 0));
   std::memcpy(bytes.data(), &h, sizeof h);
-  post(std::move(bytes), part{messages, n * slot}, true, false);
+  if (inline_data) {
+    std::memcpy(bytes.data() + sizeof h, messages, data);
+    post(std::move(bytes), std::nullopt, true, false);
+  } else {
+    post(std::move(bytes), part{messages, data}, true, false);
+  }
 }
 
 void link_io::send_text(frame_kind kind, const std::string& text, std::uint64_t value, bool forward) noexcept {
@@ -80,7 +88,7 @@ void link_io::post(std::vector<std::byte> header, std::optional<part> data, bool
   o.deadline = o.started + (last_word ? std::min<std::chrono::nanoseconds>(timeout_, last_word_within) : timeout_);
   o.data = data.has_value();
   o.last_word = last_word;
-  std::lock_guard lock(world_.lock());
+  mpi_call_lock lock(world_);
   check(MPI_Isend(o.header.data(), static_cast<int>(o.header.size()), MPI_BYTE, peer_, tag(forward), MPI_COMM_WORLD,
                   &o.requests[o.n++]),
         "MPI_Isend");
@@ -98,7 +106,7 @@ bool link_io::test_sends() {
   for (auto s = sends_.begin(); s != sends_.end();) {
     int done = 0;
     {
-      std::lock_guard lock(world_.lock());
+      mpi_call_lock lock(world_);
       check(MPI_Testall(s->n, s->requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
     }
     if (done != 0) {
@@ -153,7 +161,7 @@ void link_io::abandon_transfers() noexcept {
 
 void link_io::cancel(MPI_Request& r) noexcept {
   if (r == MPI_REQUEST_NULL) return;
-  std::lock_guard lock(world_.lock());
+  mpi_call_lock lock(world_);
   MPI_Cancel(&r);
   MPI_Request_free(&r);
 }
@@ -186,7 +194,7 @@ std::vector<std::byte> link_io::take(MPI_Status& status, bool forward) {
 }
 
 std::optional<frame> link_io::poll(bool forward) {
-  std::lock_guard lock(world_.lock());
+  mpi_call_lock lock(world_);
   auto& book = world_.link_book();
   const auto from = std::make_pair(peer_, tag(forward));
   if (const auto kept = book.early.find({peer_, tag(forward), generation_}); kept != book.early.end()) {
@@ -218,7 +226,7 @@ std::optional<frame> link_io::poll(bool forward) {
 }
 
 void link_io::receive_payload(std::span<std::byte> first, std::span<std::byte> second, bool forward) {
-  std::lock_guard lock(world_.lock());
+  mpi_call_lock lock(world_);
   auto& book = world_.link_book();
   if (const auto kept = book.early.find({peer_, tag(forward), generation_}); kept != book.early.end()) {
     const auto raw = std::move(kept->second.front()); // came before this link opened here
@@ -258,7 +266,7 @@ bool link_io::payload_done() {
   int done = 0;
   MPI_Status status;
   {
-    std::lock_guard lock(world_.lock());
+    mpi_call_lock lock(world_);
     check(MPI_Test(&payload_, &done, &status), "MPI_Test");
   }
   if (done == 0) {

@@ -36,7 +36,8 @@ public:
   std::chrono::nanoseconds silent_for() const noexcept { return clock::now() - heard_; }
 
   void send_header(frame_kind kind, std::uint32_t count, std::uint64_t value, bool forward);
-  /// Sends `n` messages from `messages`, which must stay as they are until data_in_flight() is false.
+  /// Sends `n` messages from `messages`, which must stay as they are until data_in_flight() is false
+  /// (up to inline_data_bytes they are copied at once).
   void send_data(const std::byte* messages, std::size_t n, std::uint32_t slot);
   /// The last word on a failing link (an abort): tested for 2 s at most, never fails the link.
   void send_text(frame_kind kind, const std::string& text, std::uint64_t value, bool forward) noexcept;

@@ -1,6 +1,7 @@
 #pragma once
 // What the two ends of a remote link say to each other: frames (a header, then text, or for data
-// the messages as an MPI message of their own), and how an idle end paces its polling.
+// the messages: in the same MPI message up to inline_data_bytes, else as an MPI message of their
+// own), and how an idle end paces its polling.
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,12 @@
 namespace ringpipe::mpi::detail {
 
 inline constexpr int max_links = 16384; // two tags per link, under MPI's guaranteed tag bound of 32767
+
+// Data frames of up to this many bytes of messages travel in their header's MPI message, copied:
+// one send, probe and receive instead of two, most of a small message's time between ranks
+// (Open MPI's shared-memory transport sends up to 4 KiB eagerly). Bigger frames are sent from the
+// ring's slots and received into them, without a copy.
+inline constexpr std::size_t inline_data_bytes = 4096;
 
 // done: the receiver has every message of the stream in its ring; after it neither end sends
 // anything on the link, so no frame of it is left for a later link with the same number.
@@ -28,7 +35,7 @@ struct frame_header {
 static_assert(sizeof(frame_header) == 24);
 
 struct frame : frame_header {
-  std::vector<std::byte> payload; // text; a data frame's messages only if they came early (link_book)
+  std::vector<std::byte> payload; // text; a data frame's messages if they came inline, or early (link_book)
   bool payload_follows = false;   // a data frame whose messages are the next MPI message: receive_payload
   std::string text() const { return {reinterpret_cast<const char*>(payload.data()), payload.size()}; }
 };

@@ -69,8 +69,11 @@ private:
   void begin(frame& f) {
     in_ = {};
     in_.active = true;
-    in_.messages = f.count;
-    if (!f.payload_follows) { // its messages came with it (before this link opened here)
+    in_.messages = last_frame_ = f.count;
+    if (!f.payload_follows) { // its messages came with it (inline, or before this link opened here)
+      if (f.payload.size() != std::size_t{f.count} * slot_)
+        fail(errc::remote_failed, "a data frame of " + std::to_string(f.count) + " messages came with " +
+                                      std::to_string(f.payload.size()) + " bytes");
       in_.staged = std::move(f.payload);
       return;
     }
@@ -130,14 +133,19 @@ private:
   }
 
   // Grants what left the ring since the last grant: a sender never sends more than fits. Credits
-  // go in lots of a quarter of the ring (or a batch); whatever left it when the link is idle.
+  // go in lots of a quarter of the ring (or a batch), and whatever left it when the link is idle,
+  // unless the sender surely holds a lot besides a frame like the last one (which may be on its
+  // way): an idle grant per message cost a ping-pong an MPI message each way, and withholding
+  // credits from a sender whose frames were in flight slowed a 4-slot ring of 1 MiB messages.
   void grant(bool idle) {
     const std::uint64_t target = ring_->capacity() + (received_ - ring_->size());
     const std::uint64_t more = target - granted_;
     const std::uint64_t lot = std::min<std::uint64_t>(options_.batch, ring_->capacity() / 4 + 1);
-    if (more == 0 || (more < lot && !idle)) return;
+    const bool sender_short = granted_ - received_ < lot + last_frame_; // its credits, at most
+    if (more == 0 || (more < lot && !(idle && sender_short))) return;
     io_.send_header(frame_kind::credit, static_cast<std::uint32_t>(more), 0, false);
     granted_ = target;
+    set_stats([&](remote_stats& s) { ++s.credit_frames; });
   }
 
   bool end(const frame& f) {
@@ -152,6 +160,7 @@ private:
 
   const std::uint32_t slot_;
   std::uint64_t received_ = 0, granted_ = 0;
+  std::uint32_t last_frame_ = 0; // messages in the last data frame
   incoming in_;
 };
 

@@ -2,6 +2,8 @@
 // Waiting for a nonblocking MPI call without holding the world's lock between tests (remote
 // links' threads need it) and without waiting for ever.
 
+#include "mpi_call_lock.hpp"
+
 #include <ringpipe/mpi/world.hpp>
 
 #include <mpi.h>
@@ -21,7 +23,7 @@ inline bool complete_by(world& w, MPI_Request& r, std::chrono::steady_clock::tim
   for (auto pause = std::chrono::microseconds(1);; pause = std::min(pause * 2, std::chrono::microseconds(500))) {
     int done = 0;
     {
-      std::lock_guard lock(w.lock());
+      mpi_call_lock lock(w);
       MPI_Test(&r, &done, MPI_STATUS_IGNORE);
     }
     if (done != 0) return true;

@@ -48,6 +48,7 @@ struct remote_stats {
   std::uint64_t batches = 0;       ///< MPI data messages
   std::uint32_t max_in_flight = 0; ///< sender: most messages sent and not yet credited back
   std::uint32_t credits = 0;       ///< the receiver's grant when the link opened
+  std::uint64_t credit_frames = 0; ///< receiver: credit frames sent after that grant
 };
 
 namespace detail {
