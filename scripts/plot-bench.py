@@ -185,7 +185,8 @@ def plot_collectives(res, path, title):
 def plot_barrier(res, path, title):
     keys = list(dict.fromkeys((r["params"].get("kind", ""), r["params"].get("participants", ""),
                                r["params"].get("device", "")) for _, r in res.named("barrier")))
-    groups = [f"{k} ×{n}" + (f"\n{d[:14]}" if d else "") for k, n, d in keys]
+    # Long kinds ("kernels+host through host") wrap: neighbouring labels would overlap.
+    groups = [f"{k.replace(' through', chr(10) + 'through')} ×{n}" + (f"\n{d[:14]}" if d else "") for k, n, d in keys]
 
     def col(metric):
         out = []

@@ -3,10 +3,13 @@
 // completion function, if any, and releases the phase by resetting the arrivals and advancing the
 // phase. A kernel that arrives last while a completion function must run leaves that to the host:
 // a host waiter or the watcher (barrier_kernels.cpp) sees every arrival in and completes the
-// phase. Waiters spin briefly, then sleep: on a condition variable that completions notify when
-// only host participants release phases, in growing steps when kernels may release them.
+// phase. Waiters spin briefly, then sleep on the barrier's release count (a futex: no mutex
+// between a release and its waiters) until a release, the phase's deadline, or, where kernels
+// release phases on their devices, a step that grows from 20 to 500 us.
 
 #include "barrier_state.hpp"
+
+#include "../core/word_wait.hpp"
 
 #include <ringpipe/backoff.hpp>
 
@@ -17,18 +20,18 @@
 namespace ringpipe {
 namespace detail {
 
-void wait_samples::add(double us) {
-  if (samples_.size() < capacity) {
-    samples_.push_back(us);
-  } else {
-    samples_[next_] = us;
-  }
-  next_ = (next_ + 1) % capacity;
+void wait_samples::add(double us) noexcept {
+  const auto n = samples_->added.load(std::memory_order_relaxed);
+  samples_->us[n % capacity].store(static_cast<float>(us), std::memory_order_relaxed);
+  samples_->added.store(n + 1, std::memory_order_release);
 }
 
 double wait_samples::percentile(double p) const {
-  if (samples_.empty()) return 0;
-  auto sorted = samples_;
+  const auto n = std::min(samples_->added.load(std::memory_order_acquire), capacity);
+  if (n == 0) return 0;
+  std::vector<float> sorted(n);
+  for (std::size_t i = 0; i < n; ++i)
+    sorted[i] = samples_->us[i].load(std::memory_order_relaxed);
   const auto at = static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1));
   std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(at), sorted.end());
   return sorted[at];
@@ -49,7 +52,7 @@ void barrier::state::fail_locked(error e) {
   if (failure) return;
   failure.emplace(std::move(e));
   header().failed.store(1, std::memory_order_release);
-  released.notify_all();
+  wake_waiters();
   wake_watcher.notify_all();
   wake_relayed();
   if (options.on_failure) {
@@ -58,6 +61,13 @@ void barrier::state::fail_locked(error e) {
     } catch (...) { // the barrier has failed either way
     }
   }
+}
+
+void barrier::state::wake_waiters() noexcept {
+  // Sequentially consistent, as the waiter's count and look (wait_on): either it sees the new
+  // epoch, or this sees it counted and wakes it.
+  release_epoch.fetch_add(1);
+  if (sleepers.load() != 0) detail::wake_word_waiters(release_epoch);
 }
 
 void barrier::state::wake_relayed() const {
@@ -86,7 +96,7 @@ error barrier::state::timeout_error(std::uint32_t p, barrier_clock::time_point n
     auto& list = seat(i).arrival.load(std::memory_order_acquire) == p + 1 ? present : missing;
     list += (list.empty() ? "'" : ", '") + members[i].name + "'";
   }
-  const auto began = phase_began ? phase_began->second : now;
+  const auto began = this->began(p).value_or(now);
   return error(errc::timeout, label() + " phase " + std::to_string(p) + " timed out after " + detail::ms(now - began) +
                                   ": " + missing + " did not arrive (" + (present.empty() ? "none" : present) +
                                   " did)");
@@ -137,12 +147,11 @@ std::optional<error> barrier::state::complete(std::uint32_t p) {
   }
   h.arrived.store(0, std::memory_order_relaxed);
   h.phase.store(p + 1, std::memory_order_release);
-  {
-    std::lock_guard lock(mutex); // a waiter checks the phase under it before sleeping
-    phase_began.reset();
+  wake_waiters();
+  if (has_relayed) {
+    std::lock_guard lock(mutex);
     wake_relayed();
   }
-  released.notify_all();
   return std::nullopt;
 }
 
@@ -157,10 +166,18 @@ std::optional<barrier_clock::time_point> barrier::state::look_after(std::uint32_
   // Every participant in, and a kernel was last: a completion function runs here (a host that
   // arrives last completes the phase itself).
   if (has_kernels && arrived == size() && h.host_completes.load(std::memory_order_relaxed) != 0) (void)complete(p);
+  note_began(p);
+  if (!has_kernels && !options.on_phase) { // nothing to look at under the mutex but a timeout
+    const auto now = barrier_clock::now();
+    const auto deadline = began(p).value_or(now) + options.timeout;
+    if (now < deadline) return deadline;
+    std::lock_guard lock(mutex);
+    if (!failure && !released_phase(p)) fail_locked(timeout_error(p, now));
+    return std::nullopt;
+  }
   std::lock_guard lock(mutex);
   if (failure || released_phase(p)) return std::nullopt;
   const auto now = barrier_clock::now();
-  if (!phase_began || phase_began->first != p) phase_began.emplace(p, now);
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (members[i].departed && seat(i).arrival.load(std::memory_order_acquire) != p + 1) {
       fail_locked(error(errc::stage_failed, label() + " phase " + std::to_string(p) + ": participant '" +
@@ -169,7 +186,7 @@ std::optional<barrier_clock::time_point> barrier::state::look_after(std::uint32_
       return std::nullopt;
     }
   }
-  const auto deadline = (completing_since ? *completing_since : phase_began->second) + options.timeout;
+  const auto deadline = completing_since.value_or(began(p).value_or(now)) + options.timeout;
   if (now >= deadline) {
     fail_locked(timeout_error(p, now));
     return std::nullopt;
@@ -222,8 +239,7 @@ barrier_token barrier::state::arrive_seat(std::size_t who) {
       (void)look_after(p); // a departed kernel fails the barrier now
       if (failed()) throw failure_error();
     } else {
-      std::lock_guard lock(mutex);
-      if (!phase_began || phase_began->first != p) phase_began.emplace(p, barrier_clock::now());
+      note_began(p);
     }
     return {who, p};
   }
@@ -248,31 +264,38 @@ void barrier::wait_on(state& s, const barrier_token& token) {
   const auto done = [&] {
     const double us = std::chrono::duration<double, std::micro>(barrier_clock::now() - t0).count();
     s.seat(token.participant).waits.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard lock(s.mutex);
     s.members.at(token.participant).waited.add(us);
   };
-  // A released phase stays released, also after a later failure.
+  // A released phase stays released, also after a later failure. Where the cores hold every
+  // participant that polls, about 10 us of pauses, then 64 yields (the arrival a waiter needs may
+  // be on its own core); where they do not, a spin holds a core that arrival needs: a few yields.
   backoff spin;
-  // About 10 us of pauses, then 64 yields (the arrival a waiter needs may be on its own core).
-  for (int i = 0; i < 320; ++i, spin.wait()) {
+  const int looks = s.waiters_spin ? 320 : 4;
+  for (int i = 0; i < looks; ++i) {
     if (s.released_phase(token.phase)) return done();
     if (s.failed()) break;
+    if (s.waiters_spin)
+      spin.wait();
+    else
+      std::this_thread::yield();
   }
   auto step = std::chrono::microseconds(20);
   for (;;) {
+    const std::uint32_t epoch = s.release_epoch.load();
     if (s.released_phase(token.phase)) return done();
     if (s.failed()) throw s.failure_error();
     const auto deadline = s.look_after(token.phase);
-    std::unique_lock lock(s.mutex);
-    if (s.released_phase(token.phase) || s.failure) continue;
-    auto until = deadline.value_or(barrier_clock::now() + s.options.timeout);
-    // Phases a kernel releases on its device notify nobody: poll those. Phases the host completes
-    // (a completion function, or kernels arriving through the host) notify their waiters.
+    const auto now = barrier_clock::now();
+    auto until = deadline.value_or(now + s.options.timeout);
+    // Phases a kernel releases on its device wake nobody: poll those. Phases the host completes
+    // (host participants, a completion function, kernels arriving through the host) wake waiters.
     if (s.has_kernels && s.header().host_completes.load(std::memory_order_relaxed) == 0) {
-      until = std::min(until, barrier_clock::now() + step);
+      until = std::min(until, now + step);
       step = std::min(step * 2, std::chrono::microseconds(500));
     }
-    s.released.wait_until(lock, until);
+    s.sleepers.fetch_add(1); // before the last look: see wake_waiters
+    if (s.release_epoch.load() == epoch) detail::wait_while_word_is(s.release_epoch, epoch, until - now);
+    s.sleepers.fetch_sub(1);
   }
 }
 
@@ -287,7 +310,7 @@ void barrier::fail_as(std::string_view what, std::string_view reason) noexcept {
   } catch (...) {
     // Out of memory composing the message: the waiters still learn of it.
     s.header().failed.store(1, std::memory_order_release);
-    s.released.notify_all();
+    s.wake_waiters();
   }
 }
 

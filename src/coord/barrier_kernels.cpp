@@ -9,6 +9,7 @@
 
 #include "../core/thread_name.hpp"
 
+#include <ringpipe/backoff.hpp>
 #include <ringpipe/device.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/occupancy.hpp>
@@ -99,27 +100,34 @@ cl_context check_kernels(const std::vector<barrier_participant>& participants, b
   return shared;
 }
 
-// Says so where kernels waiting on CPU devices (their workers are this host's threads) and host
-// participants together outnumber the host's cores: every phase then waits for a host
-// participant to get a core from a spinning kernel.
-void notice_spinners(const std::vector<barrier_participant>& participants, bool through_host,
-                     const std::string& label) {
+// Whether the participants that poll on this host's cores (host participants, and kernels
+// waiting on CPU devices, whose workers are this host's threads) fit in its cores. Says so where
+// they do not and kernels are among them: every phase then waits for a host participant to get a
+// core from a spinning kernel.
+bool spinners_fit(const std::vector<barrier_participant>& participants, bool through_host, const std::string& label) {
   std::size_t hosts = 0;
   std::vector<const ring_kernel_base*> spinning;
+  const ring_kernel_base* any_kernel = nullptr;
   for (const auto& p : participants) {
-    if (p.kernel() == nullptr)
+    if (p.kernel() == nullptr) {
       ++hosts;
-    else if (waits_on_device(*p.kernel(), through_host) && p.kernel()->on_device().info().type == device_type::cpu)
+      continue;
+    }
+    any_kernel = p.kernel();
+    if (waits_on_device(*p.kernel(), through_host) && p.kernel()->on_device().info().type == device_type::cpu)
       spinning.push_back(p.kernel());
   }
-  if (hosts == 0 || spinning.empty()) return;
+  const std::size_t cores =
+      any_kernel != nullptr ? any_kernel->owner().host_cores() : static_cast<std::size_t>(usable_cpus());
+  if (hosts + spinning.size() <= cores) return true;
+  if (hosts == 0 || spinning.empty()) return false;
   runtime& rt = spinning.front()->owner();
-  if (hosts + spinning.size() <= rt.host_cores()) return;
   rt.notice(label + ": " + std::to_string(spinning.size()) + " kernel(s) waiting on CPU devices and " +
             std::to_string(hosts) + " host participant(s) on " + std::to_string(rt.host_cores()) +
             " core(s): the kernels spin on the cores the host participants need, and each phase waits for a time "
             "slice (milliseconds); kernels written with rp_barrier_next can arrive through the host instead "
             "(barrier_options::kernels_through_host)");
+  return false;
 }
 
 } // namespace
@@ -189,7 +197,7 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
       throw error(errc::invalid_argument, s.label() + " names participant '" + p.name() + "' twice");
   const bool through_host = s.options.kernels_through_host;
   const cl_context context = detail::check_kernels(participants, through_host, s.label());
-  detail::notice_spinners(participants, through_host, s.label());
+  s.waiters_spin = detail::spinners_fit(participants, through_host, s.label());
   bool relayed = false;
   for (const auto& p : participants) {
     if (!p.kernel()) continue;
@@ -203,6 +211,7 @@ barrier::barrier(std::vector<barrier_participant> participants, barrier_options 
   h.size.store(static_cast<std::uint32_t>(participants.size()), std::memory_order_relaxed);
   // Kernels that arrive through the host are relaunched by the host when it releases a phase.
   h.host_completes.store(s.options.on_phase || relayed ? 1 : 0, std::memory_order_relaxed);
+  s.has_relayed = relayed;
   s.members.resize(participants.size());
   for (std::size_t i = 0; i < participants.size(); ++i) {
     auto& seat = s.seat(i);

@@ -8,10 +8,12 @@
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/error.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -26,16 +28,21 @@ using barrier_clock = std::chrono::steady_clock;
 /// Phase `a` comes before phase `b`, across the 32-bit wrap.
 inline bool before(std::uint32_t a, std::uint32_t b) noexcept { return static_cast<std::int32_t>(a - b) < 0; }
 
-// The last `capacity` wait times of one host participant, for percentiles.
+// The last `capacity` wait times of one host participant, for percentiles: added by the
+// participant's thread without a lock (three threads on two cores queued on the barrier's mutex
+// for every sample), read by stats().
 class wait_samples {
 public:
-  void add(double us);
+  void add(double us) noexcept;
   double percentile(double p) const;
 
 private:
   static constexpr std::size_t capacity = 4096;
-  std::vector<double> samples_;
-  std::size_t next_ = 0;
+  struct ring {
+    std::atomic<float> us[capacity];
+    std::atomic<std::size_t> added{0};
+  };
+  std::unique_ptr<ring> samples_ = std::make_unique<ring>();
 };
 
 struct barrier_member {
@@ -54,11 +61,19 @@ struct barrier::state {
   std::shared_ptr<detail::barrier_words> words; // kept alive by the kernels too, while they run
   std::vector<detail::barrier_member> members;
   bool has_kernels = false;
-  bool has_hosts = false; // participants that arrive from host threads
+  bool has_hosts = false;   // participants that arrive from host threads
+  bool has_relayed = false; // kernels that arrive through the host (relaunched on each release)
+  bool waiters_spin = true; // the host's cores hold every participant that polls on them
 
   mutable std::mutex mutex;
-  std::condition_variable released;
-  std::optional<std::pair<std::uint32_t, detail::barrier_clock::time_point>> phase_began; // first arrival seen
+  // Host waiters sleep on release_epoch, which every release and the failure advance (the phase
+  // word may be a device's to advance); `sleepers` spares a release the system call when none sleeps.
+  std::atomic<std::uint32_t> release_epoch{0};
+  std::atomic<int> sleepers{0};
+  // When the phase in progress began (its first arrival seen): phase p's if began_phase is p + 1
+  // (64 bits: phase 0xffffffff too). Atomics, so that host arrivals take no lock.
+  std::atomic<std::uint64_t> began_phase{0};
+  std::atomic<detail::barrier_clock::rep> began_at{0};
   std::optional<detail::barrier_clock::time_point> completing_since;
   std::optional<error> failure;
   std::mutex completing; // one host completes a phase at a time
@@ -75,6 +90,16 @@ struct barrier::state {
     return detail::before(p, header().phase.load(std::memory_order_acquire));
   }
   bool failed() const noexcept { return header().failed.load(std::memory_order_acquire) != 0; }
+  /// Phase `p` began at `now`, unless its beginning was seen already.
+  void note_began(std::uint32_t p) noexcept {
+    if (began_phase.load(std::memory_order_acquire) == std::uint64_t{p} + 1) return;
+    began_at.store(detail::barrier_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    began_phase.store(std::uint64_t{p} + 1, std::memory_order_release);
+  }
+  std::optional<detail::barrier_clock::time_point> began(std::uint32_t p) const noexcept {
+    if (began_phase.load(std::memory_order_acquire) != std::uint64_t{p} + 1) return std::nullopt;
+    return detail::barrier_clock::time_point(detail::barrier_clock::duration(began_at.load(std::memory_order_relaxed)));
+  }
 
   class relay_gate; // the launch_gate of a kernel arriving through the host
 
@@ -82,6 +107,8 @@ struct barrier::state {
   barrier_token arrive_seat(std::size_t who);
   /// Wakes the kernels that arrive through the host, to look at their gate again.
   void wake_relayed() const;
+  /// Wakes the host threads waiting for a release, after one (or the failure).
+  void wake_waiters() noexcept;
   void fail(error e);
   void fail_locked(error e);
   /// The error every waiter gets once failed.

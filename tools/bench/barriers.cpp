@@ -210,7 +210,7 @@ void barrier_topic(bench_context& c) {
   if (!c.selected("barrier")) return;
   const std::uint32_t phases = c.s.quick ? 2'000 : 20'000;
   double std_two = 0, spin_two = 0;
-  for (const std::size_t threads : {2u, 3u}) {
+  for (const std::size_t threads : {2u, 3u, 4u}) {
     std::vector<barrier_participant> names;
     for (std::size_t t = 0; t < threads; ++t)
       names.push_back("host" + std::to_string(t));
