@@ -1,5 +1,5 @@
-// The world's locks (run under mpirun -n 1, with OMPI_MCA_mpi_yield_when_idle=1 as ctest sets
-// it): ringpipe's own testing and probing calls run with Open MPI's yield_when_idle off (each call
+// The world's locks (run under mpirun -n 1; the application's setting is made on first):
+// ringpipe's own testing and probing calls run with Open MPI's yield_when_idle off (each call
 // that found nothing would give up the core, about 1 us, eight times per round trip of a small
 // message between ranks), and the setting is back as it was for the application's calls.
 #include "../src/mpi/mpi_call_lock.hpp"
@@ -20,7 +20,7 @@ TEST(WorldLock, RingpipesOwnCallsRunWithoutOpenMpisYieldAndTheApplicationsKeepIt
   // Each set() returns the setting it replaced; every check puts that setting back.
   {
     std::lock_guard application(the_world->lock());
-    ASSERT_TRUE(set(true)) << "Open MPI's yield_when_idle is off in this job: ctest sets it on";
+    (void)set(true); // on, as ctest sets it for MPI jobs, whatever this job was started with
   }
   for (int round = 0; round < 3; ++round) {
     {
