@@ -103,6 +103,14 @@ TEST_P(PipelineChains, EveryMessageArrivesOnceInOrder) {
       EXPECT_EQ(l.kind, *c.kind) << l.from << " -> " << l.to;
     }
   }
+  // Kernels the planner parks (their pool cannot keep them all resident) ran parked.
+  const auto planned = p.dry_run();
+  for (const auto& sm : m.stages) {
+    const auto* ps = planned.find_stage(sm.name);
+    if (ps != nullptr && ps->mode == kernel_mode::parked && ps->mode_from_objective) {
+      EXPECT_EQ(sm.mode, "parked") << sm.name << "\n" << planned.parking_reason;
+    }
+  }
   RecordProperty("plan", p.plan());
   if (std::getenv("RINGPIPE_TEST_VERBOSE")) std::printf("%s\n%s", p.plan().c_str(), m.table().c_str());
 }

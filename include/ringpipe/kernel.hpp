@@ -225,6 +225,11 @@ public:
   /// it must never be parked or launched per batch). Forces persistent mode; refused, naming the
   /// kernel, its device and `why`, where another mode is forced or the device cannot.
   void require_resident(std::string_view why);
+  /// Before start(): where the runtime chooses the mode, it chooses parked over persistent (a
+  /// pipeline whose kernels cannot all stay resident on their pool parks them all);
+  /// `leave_when_idle`: the kernel leaves after a few empty polls, not kernel_options::idle_budget
+  /// (host threads that feed it need the core its idle spin would hold).
+  void prefer_parked(bool leave_when_idle) noexcept;
   /// Before start(): gates the kernel's launches (see launch_gate); a gated kernel runs batched
   /// through device mirrors, also on a device that shares memory. Refused for a kernel forced
   /// into another mode.

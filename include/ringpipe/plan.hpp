@@ -23,6 +23,8 @@ struct pipeline_plan {
     std::vector<std::string> fused_with;
     std::optional<kernel_mode> mode; ///< kernel stages: the mode asked for (by the user or the objective)
     bool mode_from_objective = false;
+    /// Parked by the objective and fed by host stages: leaves after a few empty polls.
+    bool leaves_when_idle = false;
   };
   struct link {
     std::string from; ///< "stage.out"
@@ -34,6 +36,9 @@ struct pipeline_plan {
   };
   std::string objective;        ///< "latency" or "throughput"
   std::string objective_reason; ///< "asked for", or why the planner chose it
+  /// Why kernels whose mode the runtime chooses run parked rather than persistent (empty: none
+  /// is kept from persistent).
+  std::string parking_reason;
   std::vector<stage> stages;
   std::vector<link> links;
   /// The devices the kernels run on, grouped so that devices of one group reach each other

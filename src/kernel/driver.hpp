@@ -24,6 +24,11 @@
 
 namespace ringpipe::detail {
 
+/// Empty polls before a parked kernel leaves where its idle spin keeps others from running: other
+/// kernels wait for its worker, or its pool's workers are host threads and the pipeline parks
+/// several kernels there (residency.cpp). 64 polls are a few microseconds.
+inline constexpr std::uint32_t short_idle_budget = 64;
+
 /// What the proxy offers its driver (called on the proxy's strand).
 class kernel_lifecycle {
 public:

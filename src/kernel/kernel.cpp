@@ -71,6 +71,7 @@ void ring_kernel_base::set_arg_svm(unsigned index, void* pointer) {
 }
 
 void ring_kernel_base::require_resident(std::string_view why) { proxy_->require_resident(why); }
+void ring_kernel_base::prefer_parked(bool leave_when_idle) noexcept { proxy_->prefer_parked(leave_when_idle); }
 void ring_kernel_base::set_launch_gate(std::shared_ptr<launch_gate> gate) { proxy_->set_launch_gate(std::move(gate)); }
 bool ring_kernel_base::started() const noexcept { return proxy_->started(); }
 

@@ -62,7 +62,7 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   facts.gated = gate_ != nullptr;
   facts.supports_persistent = info.supports(kernel_mode::persistent);
   facts.supports_parked = info.supports(kernel_mode::parked);
-  facts.persistent_available = !options_.mode && dev_.budget().persistent_available();
+  facts.persistent_available = !options_.mode && !prefer_parked_ && dev_.budget().persistent_available();
   facts.forced = options_.mode;
   const auto choice = choose_mode(facts);
   mode_ = choice.mode;
@@ -80,6 +80,9 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
                                             ": its rings are not in this device's SVM (create them with the device)");
   }
   const bool shared = choice.transport == kernel_transport::shared_memory;
+  // Host threads that feed it need the core its idle spin would hold (residency.cpp).
+  if (leave_when_idle_ && mode_ == kernel_mode::parked)
+    options_.idle_budget = std::min(options_.idle_budget, short_idle_budget);
   if (!input) {
     input = absent_ring(shared, ".no-input");
     input->close();

@@ -35,6 +35,10 @@ public:
   void on_exit(std::function<void(kernel_state, std::exception_ptr)> fn) { on_exit_.push_back(std::move(fn)); }
   /// Forces persistent mode for `why`; refused where the device cannot or another mode is forced.
   void require_resident(std::string_view why);
+  void prefer_parked(bool leave_when_idle) noexcept {
+    prefer_parked_ = true;
+    leave_when_idle_ = leave_when_idle;
+  }
   void set_launch_gate(std::shared_ptr<launch_gate> gate);
   void on_publish(std::function<void()> fn) { on_publish_ = std::move(fn); }
   /// Given up on (see ring_kernel_base::detach): its objects are leaked if the launch never returns.
@@ -99,6 +103,7 @@ private:
   std::vector<std::shared_ptr<const void>> kept_alive_; // memory the kernel's arguments point into
   bool has_input_ = false, has_output_ = false;
   bool started_ = false;
+  bool prefer_parked_ = false, leave_when_idle_ = false;
   kernel_mode mode_ = kernel_mode::batched;
 
   // strand only

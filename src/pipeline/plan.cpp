@@ -25,10 +25,12 @@ std::string pipeline_plan::text() const {
   std::string t = objective.empty() ? std::string()
                                     : "objective: " + objective +
                                           (objective_reason.empty() ? "" : " (" + objective_reason + ")") + "\n";
+  if (!parking_reason.empty()) t += parking_reason + "\n";
   for (const auto& s : stages) {
     t += std::string(to_string(s.kind)) + " '" + s.name + "'";
     if (s.device) t += " on device " + std::to_string(*s.device);
     if (s.mode) t += ", " + std::string(to_string(*s.mode)) + (s.mode_from_objective ? " (objective)" : " (forced)");
+    if (s.leaves_when_idle) t += ", leaves when idle";
     for (const auto& f : s.fused_with)
       t += ", fused with '" + f + "'";
     if (!s.fused_into.empty()) t += ": runs fused in the kernel of '" + s.fused_into + "'";

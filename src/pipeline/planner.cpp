@@ -150,13 +150,41 @@ void planning::fuse() {
   }
 }
 
+} // namespace
+
+busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host) {
+  busy_threads b;
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    const auto& s = g.stages[i];
+    const auto& ps = p.stages[i];
+    if (s.kind == stage_kind::inlet || s.kind == stage_kind::outlet) {
+      b.application = true; // a ring the application drives: no actor
+      continue;
+    }
+    if (!s.is_kernel()) {
+      ++b.actors;
+      continue;
+    }
+    if (ps.fused_into) continue;
+    if (s.in_edges.size() > 1) ++b.actors;   // a merge
+    if (ps.out_edges.size() > 1) ++b.actors; // a split
+    const auto& info = topo[*ps.device].info();
+    const bool resident = info.supports(kernel_mode::persistent) || info.supports(kernel_mode::parked);
+    if (info.type == device_type::cpu && resident && s.kernel_opts.mode != kernel_mode::batched) ++b.kernels;
+  }
+  for (const auto& l : p.links)
+    if (l.mover) ++b.actors;
+  b.runtime_busy = std::min<std::size_t>(b.actors, host.runtime_threads);
+  return b;
+}
+
+namespace {
+
 // Automatic: latency while the threads it keeps busy fit the host's cores, else throughput, unless
 // the user fixed the rings' capacity: batched launches pay off only over the objective's wide
 // rings (measured on 2 cores, 16-byte messages at 1,024 slots: a kernel-to-kernel stream 5x
-// slower batched than resident, a chain behind an inlet 4x faster; at 1 slot 30x slower). Busy
-// under latency: each kernel that stays resident on a CPU device (PoCL's compute units are host
-// threads; a GPU kernel takes no host core), the runtime's threads while host stages (sources,
-// host functions, sinks, movers) have work, and one application thread at inlets and outlets.
+// slower batched than resident, a chain behind an inlet 4x faster; at 1 slot 30x slower). What
+// counts as busy: busy_threads (a GPU kernel takes no host core).
 void planning::choose_objective() {
   if (options.objective != pipeline_objective::automatic) {
     p.objective = options.objective;
@@ -169,30 +197,8 @@ void planning::choose_objective() {
                          " slots; batched launches need the throughput objective's wide rings";
     return;
   }
-  std::size_t kernels = 0, actors = 0;
-  bool application = false;
-  for (std::size_t i = 0; i < g.stages.size(); ++i) {
-    const auto& s = g.stages[i];
-    const auto& ps = p.stages[i];
-    if (s.kind == stage_kind::inlet || s.kind == stage_kind::outlet) {
-      application = true; // a ring the application drives: no actor
-      continue;
-    }
-    if (!s.is_kernel()) {
-      ++actors;
-      continue;
-    }
-    if (ps.fused_into) continue;
-    if (s.in_edges.size() > 1) ++actors;   // a merge
-    if (ps.out_edges.size() > 1) ++actors; // a split
-    const auto& info = topo[*ps.device].info();
-    const bool resident = info.supports(kernel_mode::persistent) || info.supports(kernel_mode::parked);
-    if (info.type == device_type::cpu && resident && s.kernel_opts.mode != kernel_mode::batched) ++kernels;
-  }
-  for (const auto& l : p.links)
-    if (l.mover) ++actors;
-  const std::size_t runtime_busy = std::min<std::size_t>(actors, host.runtime_threads);
-  const std::size_t busy = kernels + runtime_busy + (application ? 1 : 0);
+  const auto b = count_busy_threads(g, p, topo, host);
+  const std::size_t busy = b.total();
   const bool fits = busy <= host.cores;
   p.objective = fits ? pipeline_objective::latency : pipeline_objective::throughput;
   const auto count = [](std::size_t n, const char* what) {
@@ -200,9 +206,9 @@ void planning::choose_objective() {
   };
   p.objective_reason = "chosen: " + count(busy, "thread") +
                        (fits ? " busy under latency fit " : " busy under latency exceed ") +
-                       count(host.cores, "host core") + " (" + count(kernels, "resident kernel") + " on CPU devices, " +
-                       count(runtime_busy, "runtime thread") + " for " + count(actors, "host stage") +
-                       (application ? ", 1 application thread)" : ")");
+                       count(host.cores, "host core") + " (" + count(b.kernels, "resident kernel") +
+                       " on CPU devices, " + count(b.runtime_busy, "runtime thread") + " for " +
+                       count(b.actors, "host stage") + (b.application ? ", 1 application thread)" : ")");
 }
 
 // Throughput: kernels that name no mode run batched and rings get about 1 MiB unless a capacity
@@ -347,6 +353,7 @@ plan make_plan(const graph& g, const topology& devices, const pipeline_options& 
   run.group_devices();
   run.choose_objective();
   run.apply_objective();
+  park_where_pools_fall_short(g, devices, host, run.p);
   return std::move(run.p);
 }
 
@@ -354,9 +361,11 @@ pipeline_plan plan::summary(const graph& g) const {
   pipeline_plan out;
   for (std::size_t i = 0; i < g.stages.size(); ++i) {
     const auto& ps = stages[i];
+    const auto mode = ps.prefer_parked ? std::optional(kernel_mode::parked) : ps.kernel_opts.mode;
     out.stages.push_back({g.stages[i].name, g.stages[i].kind, ps.device,
                           ps.fused_into ? g.stages[*ps.fused_into].name : std::string(), ps.fused_with,
-                          g.stages[i].is_kernel() ? ps.kernel_opts.mode : std::nullopt, ps.mode_from_objective});
+                          g.stages[i].is_kernel() ? mode : std::nullopt, ps.mode_from_objective || ps.prefer_parked,
+                          ps.leave_when_idle});
   }
   for (std::size_t ei = 0; ei < g.edges.size(); ++ei)
     out.links.push_back({g.edges[ei].from_port, g.edges[ei].to_port, links[ei].kind,
@@ -364,6 +373,7 @@ pipeline_plan plan::summary(const graph& g) const {
   out.device_groups = device_groups;
   out.objective = std::string(to_string(objective));
   out.objective_reason = objective_reason;
+  out.parking_reason = parking_reason;
   return out;
 }
 

@@ -20,6 +20,8 @@ struct planned_stage {
   std::vector<std::size_t> out_edges;    ///< fused: the last fused stage's connections
   kernel_options kernel_opts;            ///< the user's, with the mode the objective asks for
   bool mode_from_objective = false;
+  bool prefer_parked = false;   ///< the runtime chooses its mode, but not persistent (residency.cpp)
+  bool leave_when_idle = false; ///< prefer_parked and fed by host stages: a short idle budget
 };
 
 struct planned_link {
@@ -40,11 +42,28 @@ struct host_capacity {
 struct plan {
   pipeline_objective objective = pipeline_objective::latency; ///< never automatic: what was chosen
   std::string objective_reason;
+  std::string parking_reason; ///< why kernels prefer parked; empty: none do
   std::vector<planned_stage> stages;
   std::vector<planned_link> links;
   std::vector<std::vector<std::size_t>> device_groups; ///< see pipeline_plan::device_groups
   pipeline_plan summary(const graph& g) const;
 };
+
+/// Threads a pipeline keeps busy under latency: kernels that stay resident on CPU devices (their
+/// workers are host threads), the runtime's threads while host stages (sources, host functions,
+/// sinks, merges, splits, movers) have work, and one application thread at inlets and outlets.
+struct busy_threads {
+  std::size_t kernels = 0;
+  std::size_t actors = 0;
+  std::size_t runtime_busy = 0; ///< min(actors, the runtime's threads)
+  bool application = false;
+  std::size_t total() const noexcept { return kernels + runtime_busy + (application ? 1 : 0); }
+};
+busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host);
+
+/// Latency: where the busy threads exceed the host's cores and a CPU pool cannot keep all of the
+/// pipeline's kernels of automatic mode persistent, all of them prefer parked (residency.cpp).
+void park_where_pools_fall_short(const graph& g, const topology& topo, host_capacity host, plan& p);
 
 /// Slots of a ring no one gave a capacity: pipeline_options::capacity, else 1,024 for latency
 /// asked for and about 1 MiB (up to 65,536 slots) for throughput and automatic.

@@ -31,6 +31,7 @@ std::string runner::why_running(std::size_t i) const {
 
 std::string runner::plan_text() const {
   std::string s = "objective: " + std::string(to_string(plan_.objective)) + " (" + plan_.objective_reason + ")\n";
+  if (!plan_.parking_reason.empty()) s += plan_.parking_reason + "\n";
   for (std::size_t i = 0; i < g_.stages.size(); ++i)
     s += stage_label(i) + "\n";
   for (std::size_t ei = 0; ei < g_.edges.size(); ++ei) {

@@ -74,6 +74,7 @@ void runner::build_kernels() {
                                 "' on device '" + dev.name() +
                                 "' (the OpenCL driver compiles it; a first build with a cold cache can take minutes)");
       stages_[i].kernel = std::make_unique<ring_kernel_base>(rt_, dev, ps.spec, s.in.size, ps.out.size, ps.kernel_opts);
+      if (ps.prefer_parked) stages_[i].kernel->prefer_parked(ps.leave_when_idle);
     } catch (const build_error& e) {
       throw build_error(e, "pipeline '" + g_.name + "': stage '" + s.name + "'"); // keeps the log
     } catch (const ringpipe::error& e) {
