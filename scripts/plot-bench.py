@@ -62,11 +62,12 @@ def plot_links_between_kernels(res, path, title):
     a.set_title("kernel → kernel throughput", fontsize=9)
     # One group per pipeline shape and family of runs (builds compared in one file).
     fams = res.families if len(res.families) > 1 else [None]
-    cells = [(f, fam) for f in res.values("pipeline_latency", "fused") for fam in fams]
+    cells = [(f, fam) for f in res.values("pipeline_latency", "fused") for fam in fams
+             if res.series("pipeline_latency", "fused", "p50_us", {"fused": f}, fam).get(f)]
     groups = [("fused pipeline" if f in ("1", "true") else "pipeline") + (f"\n[{fam}]" if fam else "") for f, fam in cells]
     asio = any(res.series("asio_baseline", "msg_bytes", "p50_us").values())
     if asio:
-        groups.append("baseline: Asio post chain")
+        groups.append("baseline:\nAsio post chain")
     series = []
     for q, shade in (("p50_us", "C0"), ("p99_us", "C1"), ("p999_us", "C2")):
         vals = [res.series("pipeline_latency", "fused", q, {"fused": f}, fam).get(f) for f, fam in cells]
@@ -74,6 +75,8 @@ def plot_links_between_kernels(res, path, title):
             vals.append(sum(res.series("asio_baseline", "msg_bytes", q).values(), []) or None)
         series.append((q.replace("_us", ""), vals, dict(color=shade)))
     bars(b, groups, series, "latency (µs)", log=True)
+    if len(fams) > 1:
+        b.tick_params(axis="x", labelsize=7)
     b.set_title("one message through a pipeline", fontsize=9)
     finish(fig, (a, b), path, title)
 
