@@ -100,7 +100,9 @@ struct kernel_options {
   /// the backlog is gone (kernel_stats::handovers). A forced mode is kept as it is.
   std::optional<kernel_mode> mode;
   std::uint32_t local_size = 0;         ///< work-items in the group; 0: min(64, device maximum)
-  std::uint32_t idle_budget = 1u << 16; ///< empty polls before a parked kernel leaves
+  /// Empty polls before a parked kernel leaves (64 at most where other kernels wait for its worker
+  /// or host threads that feed it share its cores: see ring_kernel_base::prefer_parked).
+  std::uint32_t idle_budget = 1u << 16;
   std::uint32_t batch_capacity = 1024;  ///< device mirror size, for batched kernels without SVM
   /// Batches in flight at once for map kernels without SVM: 2 uploads the next batch while the
   /// current one runs (double-buffered staging); 1 runs one batch at a time; 0 chooses: 2 where
