@@ -251,6 +251,9 @@ TEST(Residency, KernelsThatCannotAllStayResidentOnAPoolOfHostThreadsAllPark) {
       const std::string expected = c.kernels == 2 ? "kernels 'k0', 'k1' park: pool 'pocl' keeps 1 of their 2 resident"
                                                   : "kernels 'k0', 'k1', 'k2' park: pool 'pocl' keeps 1 of their 3";
       EXPECT_NE(plan.text().find(expected), std::string::npos) << plan.text();
+      EXPECT_NE(plan.parking_reason.find("; 'k0', fed by host threads, leave as soon as their input runs dry"),
+                std::string::npos)
+          << plan.parking_reason;
       const auto k1 = "kernel 'k1' on device " + std::to_string(1 % c.devices.size()) + ", parked (objective)";
       EXPECT_NE(plan.text().find(k1), std::string::npos) << plan.text();
     }

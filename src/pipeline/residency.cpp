@@ -54,11 +54,12 @@ void park_where_pools_fall_short(const graph& g, const topology& topo, host_capa
     const std::uint32_t free = c.pool->budget() - std::min(c.pool->budget(), c.pool->in_use());
     const std::uint32_t resident = free > c.forced_persistent + 1 ? free - c.forced_persistent - 1 : 0;
     if (resident == 0 || c.automatic.size() <= resident) continue; // all resident, or all parked anyway
-    std::string names;
+    std::string names, fed;
     for (const auto i : c.automatic) {
       p.stages[i].prefer_parked = true;
       p.stages[i].leave_when_idle = fed_by_host(g, p, i);
       names.append(names.empty() ? "'" : ", '").append(g.stages[i].name).append("'");
+      if (p.stages[i].leave_when_idle) fed.append(fed.empty() ? "'" : ", '").append(g.stages[i].name).append("'");
     }
     note.append(note.empty() ? "" : "; ")
         .append("kernels ")
@@ -70,7 +71,8 @@ void park_where_pools_fall_short(const graph& g, const topology& topo, host_capa
         .append(" of their ")
         .append(std::to_string(c.automatic.size()))
         .append(" resident, and its workers are host threads: a resident one would spin on the core the others' "
-                "relaunches need; those that host stages feed leave as soon as their input runs dry");
+                "relaunches need")
+        .append(fed.empty() ? "" : "; " + fed + ", fed by host threads, leave as soon as their input runs dry");
   }
   p.parking_reason = note;
 }
