@@ -152,19 +152,24 @@ TEST(AutomaticObjective, CountsBusyThreadsAgainstTheHostsCores) {
   }
 }
 
+// inlet -> a -> b -> outlet, kernel a on device `da`, b on `db`.
+void two_kernels(pipeline& p, std::size_t da, std::size_t db) {
+  auto in = p.add_inlet<sample>("in");
+  auto a = p.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(da));
+  auto b = p.add_kernel<sample, sample>("b", map_kernel("twice"), on_device(db));
+  auto out = p.add_outlet<sample>("out");
+  p.connect(in.out(), a.in());
+  p.connect(a.out(), b.in());
+  p.connect(b.out(), out.in());
+}
+
 // A capacity the user fixed keeps latency: batched launches pay off only over wide rings.
 TEST_F(PlannerTest, AutomaticKeepsLatencyWhenTheUserFixedTheRingCapacity) {
   for (const std::uint32_t capacity : {0u, 16u, 1024u}) {
     auto o = opts("small-rings", false);
     o.capacity = capacity;
     pipeline p(rt, o);
-    auto in = p.add_inlet<sample>("in");
-    auto a = p.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(0));
-    auto b = p.add_kernel<sample, sample>("b", map_kernel("twice"), on_device(1));
-    auto out = p.add_outlet<sample>("out");
-    p.connect(in.out(), a.in());
-    p.connect(a.out(), b.in());
-    p.connect(b.out(), out.in());
+    two_kernels(p, 0, 1);
     const auto plan = p.dry_run();
     EXPECT_EQ(plan.objective, capacity == 0 ? "throughput" : "latency") << plan.text();
     if (capacity != 0) {
@@ -266,13 +271,7 @@ TEST(Residency, ThroughputLeavesParkingAlone) {
   auto o = opts("residency", false);
   o.objective = pipeline_objective::throughput;
   pipeline p(rt, o);
-  auto in = p.add_inlet<sample>("in");
-  auto a = p.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(0));
-  auto b = p.add_kernel<sample, sample>("b", map_kernel("twice"), on_device(0));
-  auto out = p.add_outlet<sample>("out");
-  p.connect(in.out(), a.in());
-  p.connect(a.out(), b.in());
-  p.connect(b.out(), out.in());
+  two_kernels(p, 0, 0);
   const auto plan = p.dry_run();
   EXPECT_TRUE(plan.parking_reason.empty()) << plan.parking_reason;
   EXPECT_EQ(plan.find_stage("a")->mode, kernel_mode::batched);
