@@ -281,6 +281,21 @@ def plot_staging(res, path, title):
     finish(fig, (ax,), path, title)
 
 
+def plot_round_group(res, path, title):
+    """A round's group of 64 (the default before) against the device's default, alternated in one run."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    group = res.values("round_group", "default_group")[0]
+    for ax, metric, unit in ((a, "msgs_per_s", "messages per second"), (b, "rtt_p50_us", "round trip p50 (µs)")):
+        line(ax, res.series("round_group", "msg_bytes", "group64_" + metric), "baseline: groups of 64", BASELINE)
+        line(ax, res.series("round_group", "msg_bytes", "default_" + metric), f"groups of {group}, claims up to 64")
+        ax.set_yscale("log")
+        ax.set_ylabel(unit)
+        sizes_axis(ax)
+    a.set_title("host → persistent kernel → host throughput", fontsize=9)
+    b.set_title("one message's round trip", fontsize=9)
+    finish(fig, (a, b), path, title + "\neach point: the median of 8 alternated runs of each group in one process")
+
+
 TOPICS = [  # (file suffix, needs any of these results, plot)
     ("throughput", ("host_to_kernel",), lambda r: r.has("host_to_kernel") and not r.values("host_to_kernel", "staging_lanes")[0],
      plot_host_to_kernel),
@@ -293,6 +308,7 @@ TOPICS = [  # (file suffix, needs any of these results, plot)
     ("barrier", ("barrier",), None, plot_barrier),
     ("scaling", ("scaling.parallel_for",), None, plot_scaling),
     ("replica-exchange", ("replica_exchange",), None, plot_replica_exchange),
+    ("round-group", ("round_group",), None, plot_round_group),
 ]
 
 

@@ -156,6 +156,31 @@ TEST_F(KernelTest, AnyDeviceFilterDropsMessagesAndKeepsOrder) {
   EXPECT_EQ(k.stats().msgs_out, 50'001u);
 }
 
+// A round runs as a group of 8 work-items by default where the device keeps kernels resident on
+// host threads (PoCL: a round's loops run over the whole group), 64 elsewhere; a group of any
+// size drops exactly what the kernel drops and keeps the order of the rest.
+TEST_F(KernelTest, AnyDeviceFilterKeepsOrderAtEveryGroupSize) {
+  const auto& dev = topo()[0];
+  const auto by_default = map16(rt(), dev, test_kernel("test_filter_even")).local_size();
+  if (is_pocl(dev))
+    EXPECT_EQ(by_default, 8u);
+  else
+    EXPECT_GT(by_default, 8u) << "64, or the kernel's limit below it (32 on llvmpipe)";
+  // The default group streams in the other tests; llvmpipe compiles each group size for seconds.
+  const auto groups = is_pocl(dev) ? std::vector<std::uint32_t>{3, 64} : std::vector<std::uint32_t>{8};
+  for (const std::uint32_t group : groups) {
+    SCOPED_TRACE("group of " + std::to_string(group));
+    ring<msg16> in(dev, 64, {"in"}), out(dev, 64, {"out"});
+    kernel_options options;
+    options.local_size = group;
+    map16 k(rt(), dev, test_kernel("test_filter_even"), options);
+    EXPECT_EQ(k.local_size(), group);
+    k.start(in, out);
+    stream(in, out, 20'001, 1, even, {&k});
+    EXPECT_EQ(k.stats().msgs_out, 10'001u);
+  }
+}
+
 // A round that drops messages moves the kept results down to their slots: results larger than
 // RP_MOVE_IN_PRIVATE_BYTES (stage.clh) word by word, every word of every message checked.
 TEST_F(KernelTest, AnyDeviceFilterMovesLargeResultsDownWordByWord) {

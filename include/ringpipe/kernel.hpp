@@ -99,7 +99,10 @@ struct kernel_options {
   /// launches over every compute unit) while its input stays half full, and takes it back when
   /// the backlog is gone (kernel_stats::handovers). A forced mode is kept as it is.
   std::optional<kernel_mode> mode;
-  std::uint32_t local_size = 0;         ///< work-items in the group; 0: min(64, device maximum)
+  /// Work-items in a round's group; 0: for resident launches device_info::round_group (8 on CPU
+  /// devices that keep kernels resident, where a round's cost grows with its group, 64
+  /// elsewhere), for launches over a batch (batched rounds, spans) 64; at most the kernel's limit.
+  std::uint32_t local_size = 0;
   /// Empty polls before a parked kernel leaves (64 at most where other kernels wait for its worker
   /// or host threads that feed it share its cores: see ring_kernel_base::prefer_parked).
   std::uint32_t idle_budget = 1u << 16;
@@ -171,6 +174,9 @@ public:
   runtime& owner() const noexcept;
   /// The mode it runs in: chosen at start(), or forced.
   kernel_mode mode() const noexcept;
+  /// Work-items in the group a resident round runs as: kernel_options::local_size, or the
+  /// device's default (device_info::round_group); launches over a batch run groups of 64.
+  std::uint32_t local_size() const noexcept;
   kernel_state state() const noexcept;
   kernel_stats stats() const noexcept;
 

@@ -113,6 +113,10 @@ device_info probe_device(const cl::Platform& platform, const cl::Device& d) {
       info.platform.find("Portable Computing Language") != std::string::npos && info.type == device_type::cpu;
   if (pocl_cpu) info.budget_pool = info.platform + "/cpu-workers"; // else: the device's own (topology)
   info.persistent_budget = resident ? info.compute_units : 0;
+  if (resident && info.type == device_type::cpu) {
+    info.round_group = 8;
+    info.round_claim = 64;
+  }
   return info;
 }
 

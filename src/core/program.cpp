@@ -167,6 +167,7 @@ std::string base_build_options(const device& dev) {
   // snapshot the host copied and fall back to plain accesses where the device lacks them.
   if (info.c11_atomics) options += " -DRINGPIPE_C11_ATOMICS=1";
   if (info.loops_limited) options += " -DRINGPIPE_LOOPS_LIMITED=1";
+  if (info.round_claim != 0) options += " -DRINGPIPE_ROUND_CLAIM=" + std::to_string(info.round_claim);
   return options;
 }
 

@@ -17,7 +17,7 @@ constexpr unsigned behind_watches = 2;
 class adaptive_driver final : public kernel_driver {
 public:
   explicit adaptive_driver(const driver_context& c)
-      : c_(c), resident_(make_svm_driver(c)), spans_(make_span_driver(c)), backlog_gone_(c.image.local_size()) {}
+      : c_(c), resident_(make_svm_driver(c)), spans_(make_span_driver(c)), backlog_gone_(c.image.batch_local_size()) {}
   ~adaptive_driver() override { release(); }
 
   bool step() override {

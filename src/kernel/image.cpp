@@ -179,9 +179,13 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
     throw error(errc::invalid_argument, "kernel '" + spec.name + "' requires a group of " + std::to_string(required) +
                                             " work-items, not " + std::to_string(options.local_size));
   }
-  local_size_ = required != 0             ? static_cast<std::uint32_t>(required)
-                : options.local_size == 0 ? std::min<std::uint32_t>(64, limit)
-                                          : options.local_size;
+  const auto group = [&](std::uint32_t by_default) {
+    return required != 0             ? static_cast<std::uint32_t>(required)
+           : options.local_size != 0 ? options.local_size
+                                     : by_default;
+  };
+  local_size_ = group(std::min(dev.info().round_group, limit));
+  batch_local_size_ = group(std::min<std::uint32_t>(64, limit));
   if (has_state_) {
     cl_call("allocating kernel state", [&] {
       state_ = cl::Buffer(dev.context(), CL_MEM_READ_WRITE, state_bytes);

@@ -25,7 +25,13 @@ public:
   const std::string& name() const noexcept { return name_; }
   /// Whether the kernel consumes whole batches and emits at most one result per message.
   bool map_kernel() const noexcept { return map_; }
+  /// The group a resident launch's rounds run as (RP_MAP_BODY claims up to this many messages, or
+  /// device_info::round_claim where that is more).
   std::uint32_t local_size() const noexcept { return local_size_; }
+  /// The group of launches over a batch: a batched launch's rounds (full claims every round, where
+  /// PoCL's loops over 64 items run faster than 8 items striding) and span launches (one item a
+  /// message, as many groups as the span needs). 64 unless the user or the kernel fixes it.
+  std::uint32_t batch_local_size() const noexcept { return batch_local_size_; }
   cl::Kernel& kernel() noexcept { return kernel_; }
   /// The map kernel's span form (NAME__span, stage.clh), if its program defines one; its span
   /// arguments follow the kernel's own at span_args_at().
@@ -54,6 +60,7 @@ private:
   bool map_ = false;
   std::vector<bool> own_args_set_; // the kernel's own arguments, after the fixed ones
   std::uint32_t local_size_ = 1;
+  std::uint32_t batch_local_size_ = 1;
   cl::Program program_;
   cl::Kernel kernel_;
   cl::Kernel span_kernel_;

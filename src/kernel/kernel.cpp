@@ -83,6 +83,7 @@ const std::string& ring_kernel_base::name() const noexcept { return proxy_->name
 const device& ring_kernel_base::on_device() const noexcept { return proxy_->dev(); }
 runtime& ring_kernel_base::owner() const noexcept { return proxy_->owner(); }
 kernel_mode ring_kernel_base::mode() const noexcept { return proxy_->mode(); }
+std::uint32_t ring_kernel_base::local_size() const noexcept { return proxy_->local_size(); }
 kernel_state ring_kernel_base::state() const noexcept { return proxy_->state(); }
 kernel_stats ring_kernel_base::stats() const noexcept { return proxy_->stats(); }
 std::exception_ptr ring_kernel_base::failure() const { return proxy_->failure(); }

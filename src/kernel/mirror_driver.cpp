@@ -230,7 +230,7 @@ bool mirror_driver::launch_batch() {
 void mirror_driver::enqueue_chain(lane& l) {
   const std::size_t in_size = c_.in.slot_size();
   const std::size_t out_size = c_.out.slot_size();
-  const std::uint32_t local = c_.image.local_size();
+  const std::uint32_t local = c_.image.batch_local_size();
   std::vector<cl::Event> uploaded(1), computed(1);
   upload_.enqueueWriteBuffer(l.in_mirror, CL_FALSE, 0, sizeof(ring_header), &l.in_header);
   if (c_.has_input && l.n > 0)

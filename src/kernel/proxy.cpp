@@ -24,6 +24,7 @@ kernel_proxy::kernel_proxy(runtime& rt, const device& d, kernel_spec s, std::siz
     : rt_(rt), dev_(d), spec_(std::move(s)), options_(o), in_bytes_(in_b), out_bytes_(out_b),
       executor_(std::make_shared<strand_executor>(rt.io())) {
   image_.emplace(dev_, spec_, in_bytes_, out_bytes_, options_);
+  local_size_ = image_->local_size();
   poller_.emplace(executor_, kernel_proxy_timing, [this] { return step(); });
 }
 

@@ -65,6 +65,7 @@ public:
   runtime& owner() const noexcept { return rt_; }
   bool started() const noexcept { return started_; }
   kernel_mode mode() const noexcept { return mode_; }
+  std::uint32_t local_size() const noexcept { return local_size_; }
   kernel_stats stats() const noexcept;
   kernel_state state() const noexcept { return counters_.state.load(); }
   std::exception_ptr failure() const {
@@ -105,6 +106,7 @@ private:
   bool started_ = false;
   bool prefer_parked_ = false, leave_when_idle_ = false;
   kernel_mode mode_ = kernel_mode::batched;
+  std::uint32_t local_size_ = 1; // the image's round group, kept after the image is released
 
   // strand only
   occupancy::slot first_slot_; // taken in start(): a kernel that could never run is refused there

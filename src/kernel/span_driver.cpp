@@ -44,7 +44,7 @@ class span_driver final : public kernel_driver {
 public:
   explicit span_driver(const driver_context& c)
       : c_(c), kernel_(*c.image.span_kernel()), relay_(std::make_shared<wake_relay>(c.life)) {
-    const std::uint32_t local = c.image.local_size();
+    const std::uint32_t local = c.image.batch_local_size();
     max_span_ = std::max(local, std::min(c.in.capacity(), c.out.capacity()) / 8);
     span_limit_ = std::min(max_span_, std::max(local, first_span));
     queue_ = cl_call("clCreateCommandQueue", [&] { return cl::CommandQueue(c.dev.context(), c.dev.cl_device()); });
@@ -162,7 +162,7 @@ bool span_driver::launch() {
   if (n == 0) return false;
   // Whole groups, one work-item per message: the rest waits for the next span, unless less than
   // a group is all there is (then groups of one item).
-  const std::uint32_t group = c_.image.local_size();
+  const std::uint32_t group = c_.image.batch_local_size();
   const std::uint32_t local = n >= group ? group : 1;
   n -= n % local;
   if (count_ == 0 && !c_.life.acquire_worker()) return false;
@@ -201,7 +201,7 @@ void span_driver::publish(const span& s) {
   (s.local == 1 ? returned_ones_ : returned_groups_) = true;
   if (s.n == span_limit_) {
     if (took < c_.options.stall_timeout / 16) span_limit_ = std::min(max_span_, span_limit_ * 2);
-    if (took > c_.options.stall_timeout / 4) span_limit_ = std::max(c_.image.local_size(), span_limit_ / 2);
+    if (took > c_.options.stall_timeout / 4) span_limit_ = std::max(c_.image.batch_local_size(), span_limit_ / 2);
   }
   if (c_.life.stop_requested() == kernel_stop::now) return;
   std::uint32_t kept = s.n;

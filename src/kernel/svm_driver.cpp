@@ -115,7 +115,7 @@ private:
     if (!c_.life.acquire_worker()) return false;
     store_ctl(ctl_->state, static_cast<std::uint32_t>(kernel_state::launched));
     store_ctl(ctl_->stop, static_cast<std::uint32_t>(stop));
-    const auto local = c_.image.local_size();
+    const auto local = c_.mode == kernel_mode::batched ? c_.image.batch_local_size() : c_.image.local_size();
     cl_call("clEnqueueNDRangeKernel", [&] {
       queue_.enqueueNDRangeKernel(c_.image.kernel(), cl::NullRange, cl::NDRange(local), cl::NDRange(local), nullptr,
                                   &running_);

@@ -184,6 +184,38 @@ void spsc_baseline(const settings& s, std::vector<result>& out) {
             << " us\n";
 }
 
+// A round's group of 64 work-items (every device's default before device_info::round_group)
+// against the device's default, persistent, alternated in one run: this VM's core-to-core latency
+// moves 3-4x between periods of a few seconds, and both must see the same ones.
+template <std::size_t N> void round_group(bench_context& c) {
+  const std::uint32_t groups[2] = {64, c.dev.info().round_group};
+  std::vector<double> rate[2], rtt[2];
+  const std::uint32_t count = N >= 4096 ? c.s.stream_messages() / 10 : c.s.stream_messages();
+  for (int round = 0; round < (c.s.quick ? 2 : 8); ++round) {
+    for (int g = 0; g < 2; ++g) {
+      kernel_options options;
+      options.mode = kernel_mode::persistent;
+      options.local_size = groups[g];
+      ring<test_message<N>> in(c.dev, 1024, {"in"}), out(c.dev, 1024, {"out"});
+      ring_kernel<test_message<N>, test_message<N>> k(c.rt, c.dev, {test_stages_source(N), "test_map", ""}, options);
+      k.start(in, out);
+      rate[g].push_back(count / stream_through(in, out, k, count));
+      rtt[g].push_back(percentile(round_trips(in, out, k, c.s.rtt_samples() / 4), 0.5));
+      in.close();
+      k.wait(30s);
+    }
+  }
+  result r{"round_group", {{"msg_bytes", std::to_string(N)}, {"default_group", std::to_string(groups[1])}}, {}};
+  r.metrics["group64_msgs_per_s"] = percentile(rate[0], 0.5);
+  r.metrics["default_msgs_per_s"] = percentile(rate[1], 0.5);
+  r.metrics["group64_rtt_p50_us"] = percentile(rtt[0], 0.5);
+  r.metrics["default_rtt_p50_us"] = percentile(rtt[1], 0.5);
+  c.results.push_back(r);
+  std::cerr << "  round_group " << N << " B, medians of alternated runs: group 64 " << r.metrics["group64_msgs_per_s"]
+            << " msgs/s, rtt p50 " << r.metrics["group64_rtt_p50_us"] << " us; group " << groups[1] << " "
+            << r.metrics["default_msgs_per_s"] << " msgs/s, rtt p50 " << r.metrics["default_rtt_p50_us"] << " us\n";
+}
+
 } // namespace
 
 void host_to_kernel_topic(bench_context& c) {
@@ -192,6 +224,16 @@ void host_to_kernel_topic(bench_context& c) {
     host_to_kernel<64>(c.rt, c.dev, c.s, c.results);
     host_to_kernel<256>(c.rt, c.dev, c.s, c.results);
     host_to_kernel<4096>(c.rt, c.dev, c.s, c.results);
+  }
+  if (c.selected("round_group")) {
+    if (!c.dev.info().supports(kernel_mode::persistent) || c.dev.info().round_group == 64) {
+      std::cerr << "  round_group: " << c.dev.name() << " keeps no kernel resident or rounds in groups of 64 already; "
+                << "not run\n";
+    } else {
+      round_group<16>(c);
+      round_group<256>(c);
+      round_group<4096>(c);
+    }
   }
   if (c.selected("host_to_kernel.relaunch_baseline")) {
     relaunch_baseline<16>(c.dev, c.s, c.results);
