@@ -56,11 +56,12 @@ struct device_info {
   /// the same budget_pool (PoCL's CPU devices share one worker-thread pool).
   std::uint32_t persistent_budget = 0;
   std::string budget_pool;
-  /// Derived: the group a ring kernel's round runs as by default, and the most messages a round
-  /// claims where its group is smaller (0: the group size). CPU devices that keep kernels resident
-  /// (PoCL) run each of a round's loops over the whole group, busy or not: 8 items claiming up to
-  /// 64 messages answer one message 2-3x faster than 64 items, with as many messages a second.
-  /// Elsewhere 64 and the group size (a GPU's items are lanes; see docs/architecture.md).
+  /// Derived: the group a resident ring kernel's rounds run as by default (launches over a batch
+  /// run 64), and the most messages a round claims where its group is smaller (0: the group
+  /// size). CPU devices that keep kernels resident (PoCL) run each of a round's loops over the
+  /// whole group, busy or not: 8 items claiming up to 64 messages answer one message 2-3x faster
+  /// than 64 items, with as many messages a second. Elsewhere 64 and the group size (a GPU's items
+  /// are lanes; see docs/architecture.md).
   std::uint32_t round_group = 64;
   std::uint32_t round_claim = 0;
 
