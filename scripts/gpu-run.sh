@@ -13,7 +13,12 @@
 #                                 tests.tar.gz (one log per test, each run alone). GPU_RUN_STEPS
 #                                 picks steps (default "info litmus bench demo tests");
 #                                 GPU_RUN_ICD_LIB names another driver library (to try the
-#                                 script with PoCL's).
+#                                 script with PoCL's). GPU_RUN_TESTS (a regex) picks test programs.
+#   GPU_BASE_BENCH=PATH scripts/gpu-run.sh bundle
+#                                 also carries another build's ringpipe-bench (say, the commit
+#                                 before a change); the step "ab" then runs it and this build's,
+#                                 alternated GPU_RUN_AB_ROUNDS (2) times over GPU_RUN_AB_FILTER:
+#                                 OUT/ab-base-N.json, OUT/ab-new-N.json
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -25,6 +30,7 @@ bundle() {
   for f in "$build"/tools/ringpipe-* "$build"/tests/* "$build"/examples/*; do
     [[ -f $f && -x $f ]] && file -b "$f" | grep -q ELF && strip -o "$stage/bin/$(basename "$f")" "$f"
   done
+  [[ -n ${GPU_BASE_BENCH:-} ]] && { strip -o "$stage/bin/ringpipe-bench-base" "$GPU_BASE_BENCH" || exit 1; }
   # glibc, libstdc++ and libgcc_s are newer there; libOpenCL.so.1 comes from the .deb below.
   ldd "$stage"/bin/* 2>/dev/null | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*|libOpenCL)\.so' |
@@ -109,6 +115,13 @@ EOF
   [[ $steps == *" litmus "* ]] && step litmus 150 ringpipe-litmus --messages "${LITMUS_MESSAGES:-1000000}" --json "$out/litmus.json"
   [[ $steps == *" bench "* ]] && step bench 150 busy_cores ringpipe-bench --quick --json "$out/bench.json" \
     --filter 'host_to_kernel|spsc_baseline|kernel_to_kernel|pipeline_latency|asio_baseline|versus|barrier|links|collectives'
+  if [[ $steps == *" ab "* && -x $root/stage/bin/ringpipe-bench-base ]]; then
+    local round filter=${GPU_RUN_AB_FILTER:-host_to_kernel|versus|pipeline_latency|kernel_to_kernel}
+    for ((round = 1; round <= ${GPU_RUN_AB_ROUNDS:-2}; ++round)); do
+      step "ab base $round" 150 ringpipe-bench-base --quick --json "$out/ab-base-$round.json" --filter "$filter"
+      step "ab new $round" 150 ringpipe-bench --quick --json "$out/ab-new-$round.json" --filter "$filter"
+    done
+  fi
   [[ $steps == *" demo "* ]] && step demo 30 busy_cores producer_consumer
   [[ $steps == *" tests "* ]] && step tests 240 run_tests "$root" && tar -C "$root/logs" -czf "$out/tests.tar.gz" .
 }
@@ -136,6 +149,7 @@ run_tests() {
   # shellcheck disable=SC2016 # $0 and $1 are the bash's that xargs starts
   for b in "$root"/stage/bin/*_test; do
     [[ $b =~ /(mpi_[a-z_]*|cross_rank|link_engine)_test$ ]] && continue # need mpirun
+    [[ $(basename "$b") =~ ${GPU_RUN_TESTS:-.} ]] || continue
     "$b" --gtest_list_tests | awk -v b="$b" '/^[^ ]/ {suite = $1} /^  / {print b, suite $1}'
   done | xargs -P 8 -L 1 bash -c 'one_test "$0" "$1"' > "$root/logs/results.txt"
   grep -v '^ok ' "$root/logs/results.txt" | sort

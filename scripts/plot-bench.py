@@ -269,12 +269,14 @@ def plot_replica_exchange(res, path, title):
 
 
 def plot_staging(res, path, title):
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for lanes in res.values("host_to_kernel", "staging_lanes"):
-        for mode in res.values("host_to_kernel", "mode"):
-            line(ax, res.series("host_to_kernel", "msg_bytes", "msgs_per_s", {"staging_lanes": lanes, "mode": mode}),
-                 f"{mode}, {lanes} staging lane(s)")
-    ax.set_ylim(bottom=0)
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for fam in res.families:  # builds compared in one file: a line each
+        tag = f" [{fam}]" if len(res.families) > 1 else ""
+        for lanes in res.values("host_to_kernel", "staging_lanes"):
+            for mode in res.values("host_to_kernel", "mode"):
+                line(ax, res.series("host_to_kernel", "msg_bytes", "msgs_per_s", {"staging_lanes": lanes, "mode": mode},
+                                    fam), f"{mode}, {lanes} staging lane(s){tag}")
+    ax.set_yscale("log")
     ax.set_ylabel("messages per second")
     ax.set_title("host → kernel → host on a device without shared memory", fontsize=9)
     sizes_axis(ax)

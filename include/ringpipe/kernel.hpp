@@ -106,7 +106,10 @@ struct kernel_options {
   /// Empty polls before a parked kernel leaves (64 at most where other kernels wait for its worker
   /// or host threads that feed it share its cores: see ring_kernel_base::prefer_parked).
   std::uint32_t idle_budget = 1u << 16;
-  std::uint32_t batch_capacity = 1024;  ///< device mirror size, for batched kernels without SVM
+  /// Messages per batch (device mirror slots) for batched kernels on devices without shared memory;
+  /// 0: 1,024, and for map kernels, whose batches run one work-item per message over the whole
+  /// device, about 1 MiB of messages (up to a quarter of the input ring, at least 1,024).
+  std::uint32_t batch_capacity = 0;
   /// Batches in flight at once for map kernels without SVM: 2 uploads the next batch while the
   /// current one runs (double-buffered staging); 1 runs one batch at a time; 0 chooses: 2 where
   /// copies can overlap kernels (GPUs, accelerators), 1 on CPU devices, whose cores do both.
@@ -124,8 +127,9 @@ struct kernel_stats {
   std::uint64_t msgs_out = 0;
   std::uint64_t launches = 0;
   std::uint64_t overlapped_launches = 0; ///< batches launched while an earlier batch was in flight
-  /// Work-groups launched: one per launch of a ring kernel; a batched map kernel over shared
-  /// memory launches one per group of messages of its span, over every compute unit.
+  /// Work-groups launched: one per launch of a ring kernel; a batched map kernel (over shared
+  /// memory or device mirrors) launches one per group of messages of its span, over every
+  /// compute unit.
   std::uint64_t work_groups = 0;
   /// Times a resident map kernel that fell behind its input handed the stream to spans (it takes
   /// it back when the backlog is gone); see kernel_options::mode.

@@ -168,6 +168,9 @@ std::string base_build_options(const device& dev) {
   if (info.c11_atomics) options += " -DRINGPIPE_C11_ATOMICS=1";
   if (info.loops_limited) options += " -DRINGPIPE_LOOPS_LIMITED=1";
   if (info.round_claim != 0) options += " -DRINGPIPE_ROUND_CLAIM=" + std::to_string(info.round_claim);
+  // Devices that run only batched launches, where kernel_image compiles a map kernel's span form
+  // by launching it (span.clh: RP_SPAN_COMPILE_ONLY); elsewhere the span form has no such test.
+  if (!info.supports(kernel_mode::parked)) options += " -DRINGPIPE_BATCHED_ONLY=1";
   return options;
 }
 

@@ -224,6 +224,8 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
     compile_by_launching(dev, std::max(in_bytes, out_bytes));
 }
 
+constexpr std::uint32_t span_compile_only = 0xffffffffu; // RP_SPAN_COMPILE_ONLY (span.clh)
+
 // Some drivers compile a kernel at its first launch, not at clBuildProgram (Mesa's llvmpipe: 10 s
 // for a map kernel of 4 KiB messages with a cold shader cache, 0.1 s for 16 bytes). Launched
 // here once, over scratch memory with a stop request already posted, the kernel is compiled while
@@ -246,6 +248,19 @@ void kernel_image::compile_by_launching(const device& dev, std::size_t slot_byte
             kernel_.setArg(2, out);
             cl::CommandQueue queue(dev.context(), dev.cl_device());
             queue.enqueueNDRangeKernel(kernel_, cl::NullRange, cl::NDRange(local_size_), cl::NDRange(local_size_));
+            if (span_kernel_() != nullptr) {
+              // Its span form too, in both group sizes batches use (mirror_spans.cpp); every item
+              // leaves at once (RP_SPAN_COMPILE_ONLY in span.clh).
+              cl::Buffer keep(dev.context(), CL_MEM_READ_WRITE, batch_local_size_);
+              span_kernel_.setArg(0, ctl);
+              span_kernel_.setArg(1, in);
+              span_kernel_.setArg(2, out);
+              span_kernel_.setArg(span_args_at(), keep);
+              span_kernel_.setArg(span_args_at() + 1, span_compile_only);
+              span_kernel_.setArg(span_args_at() + 2, 0u);
+              for (const std::uint32_t group : {batch_local_size_, 1u})
+                queue.enqueueNDRangeKernel(span_kernel_, cl::NullRange, cl::NDRange(group), cl::NDRange(group));
+            }
             queue.finish();
             return 0;
           });

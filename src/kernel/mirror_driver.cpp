@@ -1,153 +1,58 @@
-// The mirrored driver: for devices that cannot reach the kernel's rings (no fine-grained SVM, or
-// rings in host memory), each batch is copied into device mirrors of the rings, the kernel runs
-// over it once, and its results are copied back. A batch is one chain over three queues (upload:
-// headers and input; compute: the control block's host words, the kernel, the control block's
-// read-back; download: headers and results) that the driver polls, so a runtime thread never
-// blocks on the device and a batch that does not return is reported as stalled. Map kernels get
-// two lanes: the next batch uploads while the current one runs. Lanes complete in launch order.
+// The mirrored driver's ring-kernel batches (mirror_driver.hpp); spans are in mirror_spans.cpp.
 
-#include "driver.hpp"
-#include "image.hpp"
-#include "launch_wake.hpp"
+#include "mirror_driver.hpp"
 
-#include "../core/pinned_memory.hpp"
-
-#include <array>
 #include <cstddef>
 #include <vector>
 
 namespace ringpipe::detail {
-namespace {
 
 using clock = std::chrono::steady_clock;
 
-// One batch in flight: its mirrors, staging, and the host memory its commands read and write
-// (untouched until `done` completes).
-struct lane {
-  cl::Buffer in_mirror, out_mirror;
-  pinned_memory in_staging, out_staging;
-  std::uint32_t n = 0;         // messages in the batch
-  std::uint32_t room = 0;      // results it may produce
-  std::uint32_t tail = 0;      // input ring counter of its first message
-  std::uint32_t out_start = 0; // mirror counter of its first result
-  bool ends_stream = false;
-  std::uint32_t stop_word = 0, state_word = 0;
-  ring_header in_header{}, out_header{};
-  control_block ctl{}; // read back after the launch
-  cl::Event done;      // the chain's last command
-};
-
-class mirror_driver final : public kernel_driver {
-public:
-  explicit mirror_driver(const driver_context& c) : c_(c), relay_(std::make_shared<wake_relay>(c.life)) {
-    mirror_capacity_ = 1;
-    while (mirror_capacity_ < c.options.batch_capacity)
-      mirror_capacity_ <<= 1;
-    // Two lanes only for map kernels: they consume whole batches, so the next batch's window is
-    // known before the current one returns (see RP_KIND_MAP in stage.clh).
-    const std::uint32_t wanted = c.options.staging_lanes != 0            ? c.options.staging_lanes
-                                 : c.dev.info().type == device_type::cpu ? 1
-                                                                         : 2;
-    lane_count_ = c.image.map_kernel() && c.has_input && c.has_output && wanted >= 2 ? 2 : 1;
-    const std::uint32_t budget = c.mode == kernel_mode::parked ? std::max(1u, c.options.idle_budget) : 1u;
-    cl_call("clCreateBuffer (batch mirrors)", [&] {
-      const auto& ctx = c.dev.context();
-      queue_ = cl::CommandQueue(ctx, c.dev.cl_device());
-      // Copies get queues of their own only where they can overlap a running batch.
-      upload_ = lane_count_ > 1 ? cl::CommandQueue(ctx, c.dev.cl_device()) : queue_;
-      download_ = lane_count_ > 1 ? cl::CommandQueue(ctx, c.dev.cl_device()) : queue_;
-      ctl_ = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(control_block));
-      control_block initial{};
-      initial.idle_budget = budget;
-      queue_.enqueueWriteBuffer(ctl_, CL_TRUE, 0, sizeof(control_block), &initial);
-      c.image.kernel().setArg(0, ctl_);
-      const std::size_t in_bytes = std::size_t{mirror_capacity_} * c.in.slot_size();
-      const std::size_t out_bytes = std::size_t{mirror_capacity_} * c.out.slot_size();
-      for (unsigned i = 0; i < lane_count_; ++i) {
-        auto& l = lanes_[i];
-        l.in_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(ring_header) + in_bytes);
-        l.out_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(ring_header) + out_bytes);
-        l.in_staging = pinned_memory(ctx, queue_, in_bytes);
-        l.out_staging = pinned_memory(ctx, queue_, out_bytes);
+mirror_driver::mirror_driver(const driver_context& c) : c_(c), relay_(std::make_shared<wake_relay>(c.life)) {
+  // Not at a barrier: a span cannot arrive at one (its kernel runs no rounds).
+  spans_ = c.image.span_kernel() != nullptr && c.has_input && c.has_output && c.gate == nullptr;
+  // Spans take at least 2: llvmpipe's loop probe reads a capacity above 1 (mirror_spans.cpp).
+  mirror_capacity_ = spans_ ? 2 : 1;
+  while (mirror_capacity_ < batch_capacity(c, spans_))
+    mirror_capacity_ <<= 1;
+  // Two lanes only for map kernels: they consume whole batches, so the next batch's window is
+  // known before the current one returns (see RP_KIND_MAP in stage.clh).
+  const std::uint32_t wanted = c.options.staging_lanes != 0            ? c.options.staging_lanes
+                               : c.dev.info().type == device_type::cpu ? 1
+                                                                       : 2;
+  lane_count_ = c.image.map_kernel() && c.has_input && c.has_output && wanted >= 2 ? 2 : 1;
+  const std::uint32_t budget = c.mode == kernel_mode::parked ? std::max(1u, c.options.idle_budget) : 1u;
+  cl_call("clCreateBuffer (batch mirrors)", [&] {
+    const auto& ctx = c.dev.context();
+    queue_ = cl::CommandQueue(ctx, c.dev.cl_device());
+    // Copies get queues of their own only where they can overlap a running batch.
+    upload_ = lane_count_ > 1 ? cl::CommandQueue(ctx, c.dev.cl_device()) : queue_;
+    download_ = lane_count_ > 1 ? cl::CommandQueue(ctx, c.dev.cl_device()) : queue_;
+    ctl_ = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(control_block));
+    control_block initial{};
+    initial.idle_budget = budget;
+    queue_.enqueueWriteBuffer(ctl_, CL_TRUE, 0, sizeof(control_block), &initial);
+    c.image.kernel().setArg(0, ctl_);
+    if (spans_) c.image.span_kernel()->setArg(0, ctl_); // the span form leaves it alone
+    const std::size_t in_bytes = std::size_t{mirror_capacity_} * c.in.slot_size();
+    const std::size_t out_bytes = std::size_t{mirror_capacity_} * c.out.slot_size();
+    for (unsigned i = 0; i < lane_count_; ++i) {
+      auto& l = lanes_[i];
+      l.in_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(ring_header) + in_bytes);
+      l.out_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(ring_header) + out_bytes);
+      l.in_staging = pinned_memory(ctx, queue_, in_bytes);
+      l.out_staging = pinned_memory(ctx, queue_, out_bytes);
+      if (spans_) {
+        l.keep_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, mirror_capacity_);
+        l.keep_staging = pinned_memory(ctx, queue_, mirror_capacity_);
+        write_span_header(l);
       }
-      return 0;
-    });
-    heartbeat_stamp_ = clock::now();
-  }
-  ~mirror_driver() override { release(); }
-
-  bool step() override {
-    bool progress = false;
-    if (in_flight_lanes_ > 0) {
-      lane& oldest = lanes_[front_];
-      const auto status = oldest.done.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
-      if (status < 0) throw_opencl_error(status, "batched launch");
-      if (status != CL_COMPLETE) {
-        if (watch_batch(oldest)) return false;
-        return in_flight_lanes_ < lane_count_ && launch_batch();
-      }
-      front_ = (front_ + 1) % lane_count_;
-      --in_flight_lanes_;
-      heartbeat_stamp_ = clock::now();
-      progress = complete_batch(oldest);
-      if (c_.life.leaving()) return false;
     }
-    while (in_flight_lanes_ < lane_count_ && launch_batch())
-      progress = true;
-    return progress;
-  }
-
-  // The control block is a device buffer: a stop reaches the kernel with its next batch.
-  void stop_requested(kernel_stop) noexcept override {}
-  bool in_flight() const noexcept override { return in_flight_lanes_ > 0; }
-  std::uint64_t uncounted() const noexcept override { return uncounted_; }
-  bool launch_returned() override {
-    const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
-    if (status == CL_COMPLETE || status < 0) in_flight_lanes_ = 0;
-    return in_flight_lanes_ == 0;
-  }
-  void release() noexcept override {
-    relay_->cut();
-    if (queue_()) {
-      // A lane's commands may still read or write its staging memory until they complete.
-      for (auto* q : {&upload_, &queue_, &download_})
-        clFinish((*q)());
-      for (auto& l : lanes_) {
-        l.in_staging.unmap(queue_);
-        l.out_staging.unmap(queue_);
-      }
-      clFinish(queue_());
-    }
-    lanes_ = {};
-    running_ = cl::Event();
-    ctl_ = cl::Buffer();
-    upload_ = download_ = queue_ = cl::CommandQueue();
-  }
-
-private:
-  bool launch_batch();
-  bool complete_batch(lane& l);
-  bool watch_batch(const lane& l);
-  void enqueue_chain(lane& l);
-  bool gate_open();
-
-  driver_context c_;
-  cl::CommandQueue queue_, upload_, download_; // compute; batches in; results out
-  cl::Buffer ctl_;                             // the control block, in device memory
-  std::uint32_t mirror_capacity_ = 0;
-  std::array<lane, 2> lanes_;
-  unsigned lane_count_ = 1; // 2: double-buffered
-  unsigned front_ = 0;      // the oldest lane in flight
-  unsigned in_flight_lanes_ = 0;
-  cl::Event running_; // the last lane's chain completes last
-  std::uint64_t mirrored_in_ = 0, mirrored_out_ = 0;
-  std::uint64_t returned_batches_ = 0;
-  std::uint64_t uncounted_ = 0;       // taken from a batch but not counted by the kernel
-  std::uint32_t counted_so_far_ = 0;  // the kernel's own msgs_in (control block) after the last batch
-  std::uint32_t arrivals_so_far_ = 0; // its barrier arrivals (control block) after the last batch
-  clock::time_point heartbeat_stamp_;
-  std::shared_ptr<wake_relay> relay_; // a kernel at a barrier is woken by its launch's completion
-};
+    return 0;
+  });
+  heartbeat_stamp_ = clock::now();
+}
 
 // Launches a batch into the next free lane, behind the lanes in flight; false if there is nothing
 // to launch (or the kernel finished).
@@ -158,7 +63,7 @@ bool mirror_driver::launch_batch() {
   std::uint32_t ahead = 0; // messages (and result room) claimed by the lane in flight
   if (in_flight_lanes_ > 0) {
     // Behind a batch only when that batch will consume everything it holds and go on.
-    const lane& last = lanes_[(front_ + in_flight_lanes_ - 1) % lane_count_];
+    const mirror_lane& last = lanes_[(front_ + in_flight_lanes_ - 1) % lane_count_];
     if (stop != kernel_stop::run || last.ends_stream || last.stop_word != 0) return false;
     ahead = last.n;
   } else if (stop == kernel_stop::now) {
@@ -180,8 +85,12 @@ bool mirror_driver::launch_batch() {
       return c_.life.finish(kernel_state::stopped);
     return false;
   }
+  if (spans_ && n == 0) { // the stream ends with nothing left to run: a span has no summary to add
+    c_.out.close();
+    return c_.life.after_exit(kernel_state::stopped, 0);
+  }
   if (!c_.life.acquire_worker()) return false;
-  lane& l = lanes_[(front_ + in_flight_lanes_) % lane_count_];
+  mirror_lane& l = lanes_[(front_ + in_flight_lanes_) % lane_count_];
   l.n = n;
   l.tail = in.load_tail(std::memory_order_relaxed) + ahead;
   l.ends_stream = end || (closed && n == queued);
@@ -199,7 +108,8 @@ bool mirror_driver::launch_batch() {
   // Room for the n results the host ring can take (a map kernel emits at most one per message) and,
   // at the end of the stream, one more where the ring has it: a stateful kernel's summary. The
   // mirror looks full but for its last `room` slots, so the results land there contiguously.
-  const std::uint32_t room = c_.has_output
+  const std::uint32_t room = spans_ ? n
+                             : c_.has_output
                                  ? std::min({n + (l.ends_stream ? 1u : 0u), out.space() - ahead, mirror_capacity_})
                                  : l.out_header.capacity;
   l.room = room;
@@ -213,7 +123,12 @@ bool mirror_driver::launch_batch() {
   if (c_.has_input && n > 0) in.copy_out(l.tail, n, l.in_staging.data());
 
   cl_call("batched launch", [&] {
-    enqueue_chain(l);
+    spans_ ? enqueue_span(l) : enqueue_chain(l);
+    // The proxy steps as the chain completes, not at its next poll (up to a millisecond later).
+    wake_on_complete(l.done, relay_);
+    upload_.flush();
+    queue_.flush();
+    download_.flush();
     return 0;
   });
   if (in_flight_lanes_ == 0)
@@ -223,11 +138,10 @@ bool mirror_driver::launch_batch() {
   ++in_flight_lanes_;
   running_ = l.done;
   c_.counters.launches.fetch_add(1, std::memory_order_relaxed);
-  c_.counters.work_groups.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-void mirror_driver::enqueue_chain(lane& l) {
+void mirror_driver::enqueue_chain(mirror_lane& l) {
   const std::size_t in_size = c_.in.slot_size();
   const std::size_t out_size = c_.out.slot_size();
   const std::uint32_t local = c_.image.batch_local_size();
@@ -250,14 +164,12 @@ void mirror_driver::enqueue_chain(lane& l) {
     download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, sizeof(ring_header) + l.out_start * out_size, l.room * out_size,
                                 l.out_staging.data());
   download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &l.out_header, nullptr, &l.done);
-  if (c_.gate != nullptr) wake_on_complete(l.done, relay_); // its arrival reaches the barrier at once
-  upload_.flush();
-  queue_.flush();
-  download_.flush();
+  c_.counters.work_groups.fetch_add(1, std::memory_order_relaxed);
 }
 
 // A lane's chain has completed: hand its results on and return its input slots.
-bool mirror_driver::complete_batch(lane& l) {
+bool mirror_driver::complete_batch(mirror_lane& l) {
+  if (spans_) return complete_span(l);
   ++returned_batches_;
   const std::uint32_t produced = l.out_header.head - l.out_start;
   if (produced > l.room) throw error(errc::kernel_fault, "produced more results than the batch had room for");
@@ -305,7 +217,7 @@ bool mirror_driver::gate_open() {
 
 // The oldest lane has not returned within the stall timeout: true if that is reported. The kernel
 // cannot be told to stop (its control block is a device buffer), so it is reaped when it returns.
-bool mirror_driver::watch_batch(const lane& l) {
+bool mirror_driver::watch_batch(const mirror_lane& l) {
   const auto waited = clock::now() - heartbeat_stamp_;
   // The first batch also pays for the driver compiling the kernel (llvmpipe does it then).
   const auto allowance = returned_batches_ > 0 ? std::chrono::nanoseconds(c_.options.stall_timeout)
@@ -318,8 +230,6 @@ bool mirror_driver::watch_batch(const lane& l) {
                                "' has not returned after " + ms(waited))));
   return true;
 }
-
-} // namespace
 
 std::unique_ptr<kernel_driver> make_mirror_driver(const driver_context& c) {
   return std::make_unique<mirror_driver>(c);
