@@ -29,6 +29,10 @@ namespace ringpipe::detail {
 /// several kernels there (residency.cpp). 64 polls are a few microseconds.
 inline constexpr std::uint32_t short_idle_budget = 64;
 
+/// RP_ERROR_ROUND_TOO_LONG (stage.clh): a launch's first round, or a span's item, was cut short by
+/// the driver on its own (llvmpipe's loop limit): relaunched, it would be cut again.
+inline constexpr std::uint32_t error_round_too_long = 0xffff0003u;
+
 /// What the proxy offers its driver (called on the proxy's strand).
 class kernel_lifecycle {
 public:

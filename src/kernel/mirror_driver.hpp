@@ -4,8 +4,9 @@
 // over it once, and its results are copied back. A batch is one chain over three queues (upload:
 // headers and input; compute: the control block's host words, the kernel, the control block's
 // read-back; download: headers and results) that the driver polls, so a runtime thread never
-// blocks on the device and a batch that does not return is reported as stalled. Map kernels get
-// two lanes: the next batch uploads while the current one runs. Lanes complete in launch order.
+// blocks on the device (a completed chain wakes the proxy) and a batch that does not return is
+// reported as stalled. Map kernels get two lanes: the next batch uploads while the current one
+// runs. Lanes complete in launch order.
 // A map kernel with a span form (span.clh) runs each batch as a span: one work-item per message
 // over as many work-groups as the batch needs (a ring kernel's one group would use one compute
 // unit of a GPU's hundred), with no ring headers or control block to copy: the chain is the
@@ -112,7 +113,7 @@ private:
   std::uint32_t mirror_capacity_ = 0;
   std::array<mirror_lane, 2> lanes_;
   unsigned lane_count_ = 1; // 2: double-buffered
-  unsigned front_ = 0;      // the oldest mirror_lane in flight
+  unsigned front_ = 0;      // the oldest lane in flight
   unsigned in_flight_lanes_ = 0;
   cl::Event running_; // the last lane's chain completes last
   std::uint64_t mirrored_in_ = 0, mirrored_out_ = 0;
@@ -121,7 +122,7 @@ private:
   std::uint32_t counted_so_far_ = 0;  // the kernel's own msgs_in (control block) after the last batch
   std::uint32_t arrivals_so_far_ = 0; // its barrier arrivals (control block) after the last batch
   std::chrono::steady_clock::time_point heartbeat_stamp_;
-  std::shared_ptr<wake_relay> relay_; // a kernel at a barrier is woken by its launch's completion
+  std::shared_ptr<wake_relay> relay_; // wakes the proxy when a lane's chain completes
 };
 
 } // namespace ringpipe::detail

@@ -155,10 +155,9 @@ bool kernel_proxy::acquire_worker() {
 namespace {
 constexpr std::string_view loop_limit_note = "Mesa's llvmpipe ends every loop of a launch once 65535 iterations "
                                              "have run in all";
-constexpr std::uint32_t error_reserved = 0xffff0000u;       // RP_ERROR_RESERVED in stage.clh
-constexpr std::uint32_t error_loops_cut = 0xffff0001u;      // RP_ERROR_LOOPS_CUT_SHORT
-constexpr std::uint32_t error_barrier = 0xffff0002u;        // RP_ERROR_BARRIER_FAILED in barrier.clh
-constexpr std::uint32_t error_round_too_long = 0xffff0003u; // RP_ERROR_ROUND_TOO_LONG
+constexpr std::uint32_t error_reserved = 0xffff0000u;  // RP_ERROR_RESERVED in stage.clh
+constexpr std::uint32_t error_loops_cut = 0xffff0001u; // RP_ERROR_LOOPS_CUT_SHORT
+constexpr std::uint32_t error_barrier = 0xffff0002u;   // RP_ERROR_BARRIER_FAILED in barrier.clh
 
 std::string describe_kernel_error(std::uint32_t code) {
   if (code == error_loops_cut) {
