@@ -67,7 +67,6 @@ int main(int argc, char** argv) {
       for (std::uint32_t j = 0; j < jobs; ++j)
         in.push({j * job, job, samples, bins}, 10s);
       in.close();
-      k.notify();
       for (std::uint32_t j = 0; j < jobs; ++j) {
         count_job done{};
         if (!out.pop(done, 60s)) throw error(errc::timeout, "no job came back from " + dev.label());

@@ -70,10 +70,8 @@ std::vector<float> run(runtime& rt, const std::vector<const device*>& on, const 
     in[d]->push({j * job, job, n, 0}, 10s);
     ++pending[d];
   }
-  for (std::size_t d = 0; d < on.size(); ++d) {
+  for (std::size_t d = 0; d < on.size(); ++d)
     in[d]->close();
-    kernels[d]->notify();
-  }
   for (std::size_t d = 0; d < on.size(); ++d) {
     for (; pending[d] > 0; --pending[d]) {
       add_done done{};

@@ -202,7 +202,9 @@ public:
   void wait(std::chrono::nanoseconds timeout = std::chrono::seconds(10));
   /// The failure (fault, stall, launch error) if the kernel failed, else null.
   std::exception_ptr failure() const;
-  /// Wakes the proxy: new input is queued (saves a parked kernel the proxy's polling delay).
+  /// Wakes the proxy: new input is queued. Host pushes and close() on the input ring wake a
+  /// sleeping proxy themselves (ring_buffer::want_push_wake); this is for input that arrives
+  /// another way, such as a kernel pushing on the device.
   void notify() noexcept;
   /// Before start(): `fn` runs on a runtime thread when the kernel finishes or fails, before
   /// wait_exited() can return (a pipeline waits on its kernels this way, without polling). Several

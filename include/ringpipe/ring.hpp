@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -108,6 +109,16 @@ public:
   /// Why the ring was cancelled; empty before.
   std::string cancel_reason() const;
 
+  // --- the consumer's wake ---
+  /// What a host push or close calls, on the pushing thread, once after each want_push_wake().
+  /// Set once, before the consumer first asks.
+  void set_push_wake(std::function<void()> wake) { push_wake_ = std::move(wake); }
+  /// The consumer sleeps on an empty ring: the next host push or close wakes it at once. A push
+  /// that races the request may miss it; the consumer's timer is the fallback, so a missed wake
+  /// costs one sleep, never a message.
+  void want_push_wake() noexcept { push_wake_wanted_.store(true, std::memory_order_seq_cst); }
+  bool push_wake_wanted() const noexcept { return push_wake_wanted_.load(std::memory_order_acquire); }
+
   // --- either side (a snapshot) ---
   std::uint32_t size() const noexcept;
   bool closed() const noexcept;
@@ -132,6 +143,13 @@ private:
   void refresh_consumer_cache(std::uint32_t tail, std::size_t want) noexcept;
   void note_pushed(std::uint32_t n) noexcept { pushed_.store(pushed() + n, std::memory_order_relaxed); }
   void note_popped(std::uint32_t n) noexcept { popped_.store(popped() + n, std::memory_order_relaxed); }
+  /// After a push or close: one load on the producer's line while nobody waits.
+  void wake_consumer() noexcept {
+    if (push_wake_wanted_.load(std::memory_order_acquire) &&
+        push_wake_wanted_.exchange(false, std::memory_order_acq_rel))
+      call_push_wake();
+  }
+  void call_push_wake() noexcept;
 
   std::string name_;
   ring_memory memory_ = ring_memory::host;
@@ -143,12 +161,14 @@ private:
   std::byte* slots_ = nullptr;
   // Each host end's cached view of the other end's counter, on separate lines.
   alignas(64) std::uint32_t producer_tail_cache_ = 0; // producer side
+  std::atomic<bool> push_wake_wanted_{false};         // the consumer sets it only before it sleeps
   alignas(64) std::uint32_t consumer_head_cache_ = 0; // consumer side
   alignas(64) std::atomic<std::uint32_t> high_water_{0};
   std::atomic<std::uint64_t> pushed_{0}; // producer side writes
   std::atomic<bool> cancelled_{false};
   mutable std::mutex cancel_mutex_;
-  std::string cancel_reason_;                        // set once, before cancelled_
+  std::string cancel_reason_; // set once, before cancelled_
+  std::function<void()> push_wake_;
   alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes
 };
 

@@ -131,6 +131,7 @@ bool ring_buffer::try_push_bytes(const void* message) noexcept {
   std::memcpy(slot(head), message, slot_size_);
   publish_head(head + 1);
   note_pushed(1);
+  wake_consumer();
   return true;
 }
 
@@ -151,6 +152,7 @@ std::size_t ring_buffer::push_n_bytes(const void* messages, std::size_t count) n
   if (n > 0) {
     publish_head(head + n);
     note_pushed(n);
+    wake_consumer();
   }
   return n;
 }
@@ -168,11 +170,21 @@ void ring_buffer::commit_push(std::size_t n) noexcept {
   if (n == 0) return;
   publish_head(load_head(std::memory_order_relaxed) + static_cast<std::uint32_t>(n));
   note_pushed(static_cast<std::uint32_t>(n));
+  wake_consumer();
 }
 
 void ring_buffer::close() noexcept {
   std::atomic_ref flags(header_->flags);
   flags.store(flags.load(std::memory_order_relaxed) | ring_closed, std::memory_order_release);
+  wake_consumer();
+}
+
+// A wake that cannot be posted (out of memory) is dropped: the consumer's timer finds the push.
+void ring_buffer::call_push_wake() noexcept {
+  try {
+    if (push_wake_) push_wake_();
+  } catch (...) {
+  }
 }
 
 bool ring_buffer::try_pop_bytes(void* message) noexcept {

@@ -91,6 +91,11 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   if (!output) output = absent_ring(shared, ".no-output");
   in_ = std::move(input);
   out_ = std::move(output);
+  if (has_input_) {
+    in_->set_push_wake([weak = weak_from_this()] {
+      if (auto p = weak.lock()) p->wake();
+    });
+  }
   driver_ = make_driver(choice.transport, {dev_, *image_, options_, mode_, *in_, *out_, has_input_, has_output_,
                                            counters_, *this, gate_.get()});
   // A kernel that could never get a worker is refused here, in the caller's thread.
@@ -143,7 +148,18 @@ poll_result kernel_proxy::step() {
   }
   if (finished_.load(std::memory_order_acquire)) return poll_result::done;
   poller_->set_ceiling(driver_->idle_ceiling()); // the adaptive driver's changes with its phase
+  if (!progress && has_input_ && !driver_->in_flight()) ask_for_push_wake();
   return progress ? poll_result::progress : poll_result::idle;
+}
+
+// A kernel with nothing in flight and nothing queued waits for input: the next host push (an
+// application's inlet, a host stage, a staged link) wakes the proxy at once instead of at its next
+// poll, which is up to 1 ms away (the latency a batched or parked kernel paid per message). Not
+// asked with messages queued: the driver then waits for something else (a worker, a gate).
+void kernel_proxy::ask_for_push_wake() {
+  if (in_->size() != 0 || in_->closed()) return;
+  in_->want_push_wake();
+  if (in_->size() != 0 || in_->closed()) poller_->wake(); // pushed while asking
 }
 
 bool kernel_proxy::acquire_worker() {

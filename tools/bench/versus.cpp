@@ -1,7 +1,7 @@
 // ringpipe against the program a user would write by hand without it: CLHPP, 1 MiB batches, two
 // batches in flight per device, non-blocking enqueues and events, one launch per batch. Same
 // kernel function (rp_test_step), every output verified, both measured in this run; reported as
-// ratios (ringpipe / hand-written for throughput, hand-written / ringpipe for the round trip).
+// ratios (ringpipe / hand-written for throughput, hand-written / ringpipe for the round trips).
 
 #include "bench.hpp"
 #include "test_stream.hpp"
@@ -189,15 +189,24 @@ double source_sink_stream(runtime& rt, const device& dev, std::uint32_t count, b
   return count / std::chrono::duration<double>(last - first).count();
 }
 
-// One message in flight: ringpipe's round trip through a resident kernel, and the hand-written
-// program's write, launch and blocking read per message. p50 in microseconds.
-std::pair<double, double> round_trips(runtime& rt, const device& dev, std::uint32_t samples) {
+// One message in flight: ringpipe's round trip through a kernel (in the mode the runtime chooses,
+// or `mode`), and the hand-written program's write, launch and blocking read per message; each
+// message sent `gap` after the last came back (sporadic messages: a proxy that is not watching a
+// resident kernel has backed off to its longest sleep by then). p50 in microseconds.
+std::pair<double, double> round_trips(runtime& rt, const device& dev, std::uint32_t samples,
+                                      std::optional<kernel_mode> mode = std::nullopt,
+                                      std::chrono::microseconds gap = std::chrono::microseconds(0)) {
   using msg = test_message<16>;
+  const auto quiet = [gap] {
+    if (gap.count() > 0) std::this_thread::sleep_for(gap);
+  };
   std::vector<double> ours, theirs;
   {
     pipeline p(rt, {"versus-rtt"});
+    kernel_options options;
+    options.mode = mode;
     auto in = p.add_inlet<msg>("in");
-    auto k = p.add_kernel<msg, msg>("k", {test_stages_source(16), "test_map"}, on_device(dev.index()));
+    auto k = p.add_kernel<msg, msg>("k", {test_stages_source(16), "test_map"}, on_device(dev.index()), options);
     auto out = p.add_outlet<msg>("out");
     p.connect(in.out(), k.in());
     p.connect(k.out(), out.in());
@@ -206,6 +215,7 @@ std::pair<double, double> round_trips(runtime& rt, const device& dev, std::uint3
     auto pop = p.outlet<msg>("out");
     for (std::uint32_t i = 0; i < samples; ++i) {
       msg m = make_test_message<16>(i);
+      quiet();
       const auto t0 = clock_type::now();
       push.push(m, 10s);
       if (!pop.pop(m, 10s) || m.seq != i || m.check != test_check_after(i, 1))
@@ -217,8 +227,9 @@ std::pair<double, double> round_trips(runtime& rt, const device& dev, std::uint3
   }
   handwritten_hop<16> hop(dev, 1);
   msg got{};
-  for (std::uint32_t i = 0; i < samples / 4; ++i) {
+  for (std::uint32_t i = 0; i < std::max<std::uint32_t>(samples / 4, 1); ++i) {
     const auto m = make_test_message<16>(i);
+    quiet();
     const auto t0 = clock_type::now();
     hop.enqueue(0, &m, &got, 1).wait();
     if (got.seq != i || got.check != test_check_after(i, 1))
@@ -283,6 +294,17 @@ void versus_topic(bench_context& c) {
   // The ratio is the other way round: how many times shorter ringpipe's round trip is.
   record(c, "one_message_round_trip", 16, 1, {"ringpipe_rtt_p50_us", ours}, {"handwritten_rtt_p50_us", theirs},
          theirs / ours);
+  // One message after every 2 ms of quiet through a kernel that is not resident (batched, and
+  // parked where the device can): its proxy sleeps between polls, and the push wakes it.
+  for (const auto mode : {kernel_mode::batched, kernel_mode::parked}) {
+    const std::string shape = "sporadic_round_trip_" + std::string(to_string(mode));
+    if (!c.dev.info().supports(mode)) {
+      std::cerr << "  versus " << shape << ": device '" << c.dev.name() << "' cannot run it; not run\n";
+      continue;
+    }
+    const auto [o, t] = round_trips(c.rt, c.dev, c.s.rtt_samples() / 10, mode, 2ms);
+    record(c, shape, 16, 1, {"ringpipe_rtt_p50_us", o}, {"handwritten_rtt_p50_us", t}, t / o);
+  }
 }
 
 } // namespace ringpipe::bench

@@ -1,0 +1,105 @@
+// A host push wakes the consumer that sleeps on an empty ring: the ring calls the consumer's wake
+// once per request (ring_buffer::want_push_wake), and a kernel's proxy asks for it when its kernel
+// has nothing in flight and nothing queued (a batched or parked kernel waiting for input), so the
+// next message is launched at once instead of at the proxy's next poll, up to 1 ms later. A
+// resident kernel polls the ring itself and never asks.
+#include <ringpipe/kernel.hpp>
+
+#include "device_fixture.hpp"
+#include "test_message.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+
+namespace {
+
+using msg16 = test_message<16>;
+
+TEST(PushWake, OnePushOrCloseWakesOncePerRequest) {
+  ring_buffer r(8, sizeof(msg16), {"woken"});
+  int wakes = 0;
+  r.set_push_wake([&] { ++wakes; });
+  const auto m = make_test_message<16>(0);
+  ASSERT_TRUE(r.try_push_bytes(&m));
+  EXPECT_EQ(wakes, 0) << "nobody asked";
+  r.want_push_wake();
+  ASSERT_TRUE(r.try_push_bytes(&m));
+  ASSERT_TRUE(r.try_push_bytes(&m));
+  EXPECT_EQ(wakes, 1);
+  EXPECT_FALSE(r.push_wake_wanted());
+  r.want_push_wake();
+  EXPECT_EQ(r.push_n_bytes(&m, 1), 1u);
+  EXPECT_EQ(wakes, 2);
+  r.want_push_wake();
+  auto window = r.write_window(1);
+  ASSERT_EQ(window.size(), sizeof(msg16));
+  r.commit_push(0);
+  EXPECT_EQ(wakes, 2) << "an empty commit pushes nothing";
+  r.commit_push(1);
+  EXPECT_EQ(wakes, 3);
+  r.want_push_wake();
+  r.close();
+  EXPECT_EQ(wakes, 4) << "the end of the stream wakes the consumer too";
+}
+
+class PushWakeKernelTest : public ringpipe::testing::device_test {
+protected:
+  static bool wait_for(const std::function<bool()>& ready, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!ready()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(1ms);
+    }
+    return true;
+  }
+};
+
+// Each message is pushed after the proxy has asked: the ring wakes it, the batch runs, and the
+// proxy asks again once the kernel is idle. Order and count checked.
+TEST_F(PushWakeKernelTest, AnIdleBatchedKernelAsksAndEveryPushIsRun) {
+  const auto& dev = topo()[0];
+  ring<msg16> in(dev, 64, {"in"}), out(dev, 64, {"out"});
+  kernel_options options;
+  options.mode = kernel_mode::batched;
+  ring_kernel<msg16, msg16> k(rt(), dev, {test_stages_source(16), "test_map", ""}, options);
+  k.start(in, out);
+  for (std::uint32_t i = 0; i < 20; ++i) {
+    ASSERT_TRUE(wait_for([&] { return in.buffer().push_wake_wanted(); }, 10s))
+        << "the proxy of idle kernel '" << k.name() << "' did not ask ring 'in' for a wake (message " << i << ")";
+    ASSERT_TRUE(in.try_push(make_test_message<16>(i)));
+    EXPECT_FALSE(in.buffer().push_wake_wanted()) << "the push did not take the request";
+    msg16 m{};
+    ASSERT_TRUE(out.pop(m, 10s));
+    EXPECT_EQ(m.seq, i);
+    EXPECT_EQ(m.check, test_check_after(i, 1));
+  }
+  k.stop(30s);
+  EXPECT_EQ(k.stats().msgs_out, 20u);
+}
+
+// A resident kernel polls its ring on the device: its proxy has nothing to be woken for.
+TEST_F(PushWakeKernelTest, AResidentKernelNeverAsks) {
+  const auto& dev = topo()[0];
+  if (!dev.info().supports(kernel_mode::persistent))
+    GTEST_SKIP() << "device '" << dev.name() << "' runs no resident kernel";
+  ring<msg16> in(dev, 64, {"in"}), out(dev, 64, {"out"});
+  kernel_options options;
+  options.mode = kernel_mode::persistent;
+  ring_kernel<msg16, msg16> k(rt(), dev, {test_stages_source(16), "test_map", ""}, options);
+  k.start(in, out);
+  ASSERT_TRUE(in.try_push(make_test_message<16>(0)));
+  msg16 m{};
+  ASSERT_TRUE(out.pop(m, 10s));
+  // Long enough for the proxy to have stepped idle several times (its first sleeps are 40-80 us).
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(in.buffer().push_wake_wanted());
+  k.stop(30s);
+}
+
+} // namespace
