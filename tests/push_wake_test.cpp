@@ -72,8 +72,9 @@ TEST_F(PushWakeKernelTest, AnIdleBatchedKernelAsksAndEveryPushIsRun) {
   for (std::uint32_t i = 0; i < 20; ++i) {
     ASSERT_TRUE(wait_for([&] { return in.buffer().push_wake_wanted(); }, 10s))
         << "the proxy of idle kernel '" << k.name() << "' did not ask ring 'in' for a wake (message " << i << ")";
+    // No look at the flag after the push: an idle step of the proxy that began before it may
+    // ask again (and then finds the message and wakes itself).
     ASSERT_TRUE(in.try_push(make_test_message<16>(i)));
-    EXPECT_FALSE(in.buffer().push_wake_wanted()) << "the push did not take the request";
     msg16 m{};
     ASSERT_TRUE(out.pop(m, 10s));
     EXPECT_EQ(m.seq, i);
