@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <thread>
@@ -46,6 +47,37 @@ TEST(PushWake, OnePushOrCloseWakesOncePerRequest) {
   r.want_push_wake();
   r.close();
   EXPECT_EQ(wakes, 4) << "the end of the stream wakes the consumer too";
+}
+
+// A kernel started again on the same rings gives the ring its own wake while the producer may be
+// pushing and taking the last consumer's request (ThreadSanitizer runs this test).
+TEST(PushWake, ANewConsumerReplacesTheWakeWhileAProducerPushes) {
+  ring_buffer r(1024, sizeof(msg16), {"replaced"});
+  std::atomic<int> first{0}, second{0};
+  r.set_push_wake([&] { ++first; });
+  std::atomic<bool> stop{false};
+  std::thread producer([&] {
+    const auto m = make_test_message<16>(0);
+    while (!stop.load())
+      if (!r.try_push_bytes(&m)) std::this_thread::yield();
+  });
+  msg16 got{};
+  for (int i = 0; i < 2000; ++i) {
+    r.want_push_wake();
+    if (i == 1000) r.set_push_wake([&] { ++second; });
+    while (r.try_pop_bytes(&got)) {
+    }
+    std::this_thread::yield();
+  }
+  stop.store(true);
+  producer.join();
+  const int before = first.load(), after = second.load();
+  r.want_push_wake();
+  const auto m = make_test_message<16>(1);
+  while (!r.try_push_bytes(&m))
+    ASSERT_TRUE(r.try_pop_bytes(&got));
+  EXPECT_EQ(first.load(), before) << "the replaced wake was called";
+  EXPECT_EQ(second.load(), after + 1);
 }
 
 class PushWakeKernelTest : public ringpipe::testing::device_test {

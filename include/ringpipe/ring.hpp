@@ -111,8 +111,9 @@ public:
 
   // --- the consumer's wake ---
   /// What a host push or close calls, on the pushing thread, once after each want_push_wake().
-  /// Set once, before the consumer first asks.
-  void set_push_wake(std::function<void()> wake) { push_wake_ = std::move(wake); }
+  /// A new consumer (a kernel started again on the same rings) replaces the last one's, also
+  /// while a producer pushes.
+  void set_push_wake(std::function<void()> wake);
   /// The consumer sleeps on an empty ring: the next host push or close wakes it at once. A push
   /// that races the request may miss it; the consumer's timer is the fallback, so a missed wake
   /// costs one sleep, never a message.
@@ -167,7 +168,8 @@ private:
   std::atomic<std::uint64_t> pushed_{0}; // producer side writes
   std::atomic<bool> cancelled_{false};
   mutable std::mutex cancel_mutex_;
-  std::string cancel_reason_; // set once, before cancelled_
+  std::string cancel_reason_;  // set once, before cancelled_
+  std::mutex push_wake_mutex_; // taken once per wake, never on a push that wakes nobody
   std::function<void()> push_wake_;
   alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes
 };

@@ -182,9 +182,15 @@ void ring_buffer::close() noexcept {
 // A wake that cannot be posted (out of memory) is dropped: the consumer's timer finds the push.
 void ring_buffer::call_push_wake() noexcept {
   try {
+    std::lock_guard lock(push_wake_mutex_);
     if (push_wake_) push_wake_();
   } catch (...) {
   }
+}
+
+void ring_buffer::set_push_wake(std::function<void()> wake) {
+  std::lock_guard lock(push_wake_mutex_);
+  push_wake_ = std::move(wake);
 }
 
 bool ring_buffer::try_pop_bytes(void* message) noexcept {
