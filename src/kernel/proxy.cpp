@@ -91,11 +91,6 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   if (!output) output = absent_ring(shared, ".no-output");
   in_ = std::move(input);
   out_ = std::move(output);
-  if (has_input_) {
-    in_->set_push_wake([weak = weak_from_this()] {
-      if (auto p = weak.lock()) p->wake();
-    });
-  }
   driver_ = make_driver(choice.transport, {dev_, *image_, options_, mode_, *in_, *out_, has_input_, has_output_,
                                            counters_, *this, gate_.get()});
   // A kernel that could never get a worker is refused here, in the caller's thread.
@@ -103,6 +98,13 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   started_ = true;
   poller_->set_ceiling(driver_->idle_ceiling());
   poller_->start(weak_from_this());
+  // Last: a producer may call it at once (a request the ring's last consumer left pending), and
+  // wake() reads started_; a start that threw leaves the ring without it.
+  if (has_input_) {
+    in_->set_push_wake([weak = weak_from_this()] {
+      if (auto p = weak.lock()) p->wake();
+    });
+  }
 }
 
 void kernel_proxy::require_resident(std::string_view why) {
