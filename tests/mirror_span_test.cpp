@@ -62,19 +62,21 @@ TEST_F(MirrorSpanTest, DropsInPartialGroupsKeepOrder) {
 }
 
 // A launch costs about the same whatever its size, so a batch takes up to about 1 MiB of
-// messages (a quarter of the input ring here): 16,384 queued messages are one launch, not 16.
-TEST_F(MirrorSpanTest, ABatchTakesAboutOneMebibyteOfMessages) {
-  const auto& dev = topo()[0];
-  constexpr std::uint32_t queued = 16'384;
+// messages, up to half the input ring with one staging lane and a quarter with two (the producer
+// refills as much as is in flight): 32,768 queued 16-byte messages over a 65,536-slot ring are
+// one launch with one lane (a CPU device's default), two with two; all come out in order.
+std::uint64_t launches_for_queued(runtime& rt, const device& dev, std::uint32_t lanes) {
+  constexpr std::uint32_t queued = 32'768;
   ring<msg16> in(dev, 65'536, {"in"}), out(dev, 65'536, {"out"});
   for (std::uint32_t i = 0; i < queued; ++i)
-    ASSERT_TRUE(in.try_push(make_test_message<16>(i)));
-  map16 k(rt(), dev, test_kernel("test_filter_even"));
+    EXPECT_TRUE(in.try_push(make_test_message<16>(i)));
+  kernel_options options;
+  options.staging_lanes = lanes;
+  map16 k(rt, dev, test_kernel("test_filter_even"), options);
   k.start(in, out);
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (k.stats().msgs_in < queued && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(1ms);
-  EXPECT_EQ(k.stats().launches, 1u);
   std::uint32_t expected = 0;
   msg16 m{};
   while (out.try_pop(m)) {
@@ -84,6 +86,12 @@ TEST_F(MirrorSpanTest, ABatchTakesAboutOneMebibyteOfMessages) {
   EXPECT_EQ(expected, queued);
   in.close();
   k.stop(10s);
+  return k.stats().launches;
+}
+
+TEST_F(MirrorSpanTest, ABatchTakesAboutOneMebibyteOfMessagesUpToHalfTheRingPerLane) {
+  EXPECT_EQ(launches_for_queued(rt(), topo()[0], 1), 1u);
+  EXPECT_EQ(launches_for_queued(rt(), topo()[0], 2), 2u);
 }
 
 // Two lanes (the next batch uploads while one runs) where the user asks for them on a CPU device:

@@ -108,7 +108,8 @@ struct kernel_options {
   std::uint32_t idle_budget = 1u << 16;
   /// Messages per batch (device mirror slots) for batched kernels on devices without shared memory;
   /// 0: 1,024, and for map kernels, whose batches run one work-item per message over the whole
-  /// device, about 1 MiB of messages (up to a quarter of the input ring, at least 1,024).
+  /// device, about 1 MiB of messages (at least 1,024; up to half the input ring with one staging
+  /// lane, a quarter with two, so the producer refills as much as is in flight).
   std::uint32_t batch_capacity = 0;
   /// Batches in flight at once for map kernels without SVM: 2 uploads the next batch while the
   /// current one runs (double-buffered staging); 1 runs one batch at a time; 0 chooses: 2 where

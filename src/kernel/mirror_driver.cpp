@@ -12,16 +12,16 @@ using clock = std::chrono::steady_clock;
 mirror_driver::mirror_driver(const driver_context& c) : c_(c), relay_(std::make_shared<wake_relay>(c.life)) {
   // Not at a barrier: a span cannot arrive at one (its kernel runs no rounds).
   spans_ = c.image.span_kernel() != nullptr && c.has_input && c.has_output && c.gate == nullptr;
-  // Spans take at least 2: llvmpipe's loop probe reads a capacity above 1 (mirror_spans.cpp).
-  mirror_capacity_ = spans_ ? 2 : 1;
-  while (mirror_capacity_ < batch_capacity(c, spans_))
-    mirror_capacity_ <<= 1;
   // Two lanes only for map kernels: they consume whole batches, so the next batch's window is
   // known before the current one returns (see RP_KIND_MAP in stage.clh).
   const std::uint32_t wanted = c.options.staging_lanes != 0            ? c.options.staging_lanes
                                : c.dev.info().type == device_type::cpu ? 1
                                                                        : 2;
   lane_count_ = c.image.map_kernel() && c.has_input && c.has_output && wanted >= 2 ? 2 : 1;
+  // Spans take at least 2: llvmpipe's loop probe reads a capacity above 1 (mirror_spans.cpp).
+  mirror_capacity_ = spans_ ? 2 : 1;
+  while (mirror_capacity_ < batch_capacity(c, spans_, lane_count_))
+    mirror_capacity_ <<= 1;
   const std::uint32_t budget = c.mode == kernel_mode::parked ? std::max(1u, c.options.idle_budget) : 1u;
   cl_call("clCreateBuffer (batch mirrors)", [&] {
     const auto& ctx = c.dev.context();

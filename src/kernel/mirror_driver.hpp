@@ -96,7 +96,7 @@ public:
   }
 
 private:
-  static std::uint32_t batch_capacity(const driver_context& c, bool spans);
+  static std::uint32_t batch_capacity(const driver_context& c, bool spans, unsigned lanes);
   bool launch_batch();
   bool complete_batch(mirror_lane& l);
   bool complete_span(mirror_lane& l);

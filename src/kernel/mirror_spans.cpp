@@ -82,15 +82,17 @@ bool mirror_driver::complete_span(mirror_lane& l) {
 }
 
 // The mirror's slots: kernel_options::batch_capacity where given, else 1,024; for spans about 1 MiB
-// of messages, up to a quarter of the input ring (the producer refills the rest while a batch
-// runs), since a span's launch costs about the same whatever its size.
-std::uint32_t mirror_driver::batch_capacity(const driver_context& c, bool spans) {
+// of messages, since a span's launch costs about the same whatever its size, up to the part of the
+// input ring that leaves the producer as much room to refill as the lanes hold: half the ring for
+// one lane (CPU devices; on llvmpipe 16-byte batches of a quarter ran at two thirds of the rate),
+// a quarter for two.
+std::uint32_t mirror_driver::batch_capacity(const driver_context& c, bool spans, unsigned lanes) {
   constexpr std::uint32_t ring_kernel_batch = 1024;
   if (c.options.batch_capacity != 0) return c.options.batch_capacity;
   if (!spans) return ring_kernel_batch;
   const std::size_t slot = std::max(c.in.slot_size(), c.out.slot_size());
   const auto by_bytes = static_cast<std::uint32_t>(std::max<std::size_t>(1, (std::size_t{1} << 20) / slot));
-  return std::max(ring_kernel_batch, std::min(by_bytes, c.in.capacity() / 4));
+  return std::max(ring_kernel_batch, std::min(by_bytes, c.in.capacity() / (2 * lanes)));
 }
 
 } // namespace ringpipe::detail
