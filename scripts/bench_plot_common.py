@@ -1,5 +1,6 @@
 """What every plot of scripts/plot-bench.py shares: result files read into one table of runs,
 and the drawing helpers (lines, grouped bars, size axes, legends, saving)."""
+import textwrap
 import collections
 import re
 import statistics
@@ -117,7 +118,9 @@ def finish(fig, ax_list, path, title):
         elif handles:
             ax.legend(fontsize=7)
         ax.grid(True, which="major", alpha=0.3)
-    fig.suptitle(title, fontsize=10)
+    # Lines longer than the figure is wide (about 12 characters an inch at this size) wrap.
+    width = int(fig.get_figwidth() * 12)
+    fig.suptitle("\n".join(textwrap.fill(t, width) for t in title.split("\n")), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

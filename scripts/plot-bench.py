@@ -50,20 +50,30 @@ def plot_host_to_kernel(res, path, title):
 
 def plot_links_between_kernels(res, path, title):
     links = res.has("kernel_to_kernel", "cross_device")
-    # A file with only the pipeline latency draws that panel alone, not an empty one beside it.
-    fig, axes = plt.subplots(1, 2 if links else 1, figsize=(11, 4) if links else (6.5, 4))
-    a, b = axes if links else (None, axes)
-    for name, ax in (("kernel_to_kernel", a), ("cross_device", a)) if links else ():
+    latency = res.has("pipeline_latency", "asio_baseline")
+    # Only the panels the file has results for (a file with one kind draws it alone, not an empty
+    # panel beside it).
+    fig, axes = plt.subplots(1, 2 if links and latency else 1, figsize=(11, 4) if links and latency else (6.5, 4))
+    axes = list(axes) if links and latency else [axes]
+    a = axes.pop(0) if links else None
+    b = axes.pop(0) if latency else None
+    for name in ("kernel_to_kernel", "cross_device") if links else ():
         for link in res.values(name, "link"):
             for fam in res.families:
                 tag = f" [{fam}]" if len(res.families) > 1 else ""
                 where = "one device" if name == "kernel_to_kernel" else "two devices"
-                line(ax, res.series(name, "msg_bytes", "msgs_per_s", {"link": link}, fam), f"{where}, {link}{tag}")
+                line(a, res.series(name, "msg_bytes", "msgs_per_s", {"link": link}, fam), f"{where}, {link}{tag}")
     if links:
         a.set_yscale("log")
         a.set_ylabel("messages per second")
         sizes_axis(a)
         a.set_title("kernel → kernel throughput", fontsize=9)
+    if latency:
+        plot_pipeline_latency(res, b)
+    finish(fig, tuple(x for x in (a, b) if x is not None), path, title)
+
+
+def plot_pipeline_latency(res, b):
     # One group per pipeline shape and family of runs (builds compared in one file).
     fams = res.families if len(res.families) > 1 else [None]
     cells = [(f, fam) for f in res.values("pipeline_latency", "fused") for fam in fams
@@ -82,7 +92,6 @@ def plot_links_between_kernels(res, path, title):
     if len(fams) > 1:
         b.tick_params(axis="x", labelsize=7)
     b.set_title("one message through a pipeline", fontsize=9)
-    finish(fig, (a, b) if links else (b,), path, title)
 
 
 def plot_versus(res, path, title):

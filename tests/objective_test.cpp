@@ -61,6 +61,40 @@ TEST_P(ObjectiveChain, DeliversEveryMessageOnceInOrder) {
   EXPECT_EQ(p.dry_run().find_link("in.out", "k0.in")->capacity, 65536u) << plan;
 }
 
+// Host stages: under throughput they back off after every turn (their spin windows took the
+// cores a batched kernel needs), under latency they re-poll for a while after progress; plan()
+// says which, and every message still arrives once, in order.
+TEST_F(ObjectiveTest, HostStagesSpinOnlyUnderLatency) {
+  constexpr std::uint32_t count = 100000;
+  for (const auto objective : {pipeline_objective::latency, pipeline_objective::throughput}) {
+    pipeline_options options;
+    options.name = "host-stages";
+    options.objective = objective;
+    pipeline p(rt(), options);
+    std::uint32_t next = 0, expected = 0, wrong = 0;
+    auto src = p.add_source<msg>("source", [&]() -> std::optional<msg> {
+      if (next == count) return std::nullopt;
+      return make_test_message<16>(next++);
+    });
+    auto k = p.add_kernel<msg, msg>("k", {test_stages_source(16), "test_map"}, on_device(0));
+    auto sink = p.add_sink<msg>("sink", [&](const msg& m) {
+      if (m.seq != expected || m.check != test_check_after(expected, 1)) ++wrong;
+      ++expected;
+    });
+    p.connect(src.out(), k.in());
+    p.connect(k.out(), sink.in());
+    p.run(5min);
+    EXPECT_EQ(expected, count);
+    EXPECT_EQ(wrong, 0u);
+    const auto plan = p.plan();
+    const bool throughput = objective == pipeline_objective::throughput;
+    for (const char* stage : {"source 'source'", "sink 'sink'"})
+      EXPECT_NE(plan.find(std::string(stage) + (throughput ? ": backs off after every turn" : ": re-polls for 200 us")),
+                std::string::npos)
+          << plan;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Objectives, ObjectiveChain,
                          ::testing::Values(pipeline_objective::throughput, pipeline_objective::automatic),
                          [](const auto& info) {

@@ -46,6 +46,11 @@ public:
   void stop() noexcept;
   /// Any thread: step soon (a neighbour moved messages).
   void wake() { poller_.wake(); }
+  /// Before start(): back off at once after progress instead of re-polling for a spin window
+  /// (where the pipeline's threads outnumber the cores, the spin takes a core a kernel needs).
+  void no_spin() noexcept { poller_.set_spin_window(std::chrono::microseconds(0)); }
+  /// How long it re-polls at once after progress (0: it backs off at once).
+  std::chrono::microseconds spin_window() const noexcept { return poller_.timing().spin_window; }
   /// Waits until the stage has left its loop (finished, failed or stopped).
   bool wait_exited(std::chrono::nanoseconds timeout) const;
 

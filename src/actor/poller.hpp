@@ -67,6 +67,8 @@ public:
   void run();
 
   void set_ceiling(std::chrono::microseconds ceiling) noexcept { timing_.ceiling = ceiling; }
+  /// Before start(): how long to re-poll at once after progress (0: back off at once).
+  void set_spin_window(std::chrono::microseconds window) noexcept { timing_.spin_window = window; }
   const poll_timing& timing() const noexcept { return timing_; }
   /// The sleep chosen after the last idle step (0 while spinning).
   std::chrono::microseconds delay() const noexcept { return delay_; }

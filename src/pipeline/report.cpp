@@ -32,8 +32,15 @@ std::string runner::why_running(std::size_t i) const {
 std::string runner::plan_text() const {
   std::string s = "objective: " + std::string(to_string(plan_.objective)) + " (" + plan_.objective_reason + ")\n";
   if (!plan_.parking_reason.empty()) s += plan_.parking_reason + "\n";
-  for (std::size_t i = 0; i < g_.stages.size(); ++i)
-    s += stage_label(i) + "\n";
+  for (std::size_t i = 0; i < g_.stages.size(); ++i) {
+    s += stage_label(i);
+    if (const auto& a = stages_[i].actor) {
+      const auto spin = a->spin_window().count();
+      s += spin > 0 ? ": re-polls for " + std::to_string(spin) + " us after a turn that moved messages"
+                    : ": backs off after every turn (nothing spins under throughput)";
+    }
+    s += "\n";
+  }
   for (std::size_t ei = 0; ei < g_.edges.size(); ++ei) {
     const auto& e = g_.edges[ei];
     const auto& lr = links_[ei];
