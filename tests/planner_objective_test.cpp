@@ -147,8 +147,11 @@ TEST(AutomaticObjective, CountsBusyThreadsAgainstTheHostsCores) {
     EXPECT_NE(plan.text().find("objective: " + plan.objective + " (chosen: "), std::string::npos) << plan.text();
     const bool throughput = plan.objective == "throughput";
     EXPECT_EQ(plan.find_stage("k0")->mode_from_objective, throughput && !c.first_batched);
-    // Automatic widens rings under either choice: resident kernels hand a backlog to spans.
-    EXPECT_EQ(plan.links.front().capacity, 65536u) << "8-byte messages";
+    // Automatic widens rings under either choice: resident kernels hand a backlog to spans; twice
+    // as wide into a kernel on a CPU device without shared memory (one staging lane).
+    const auto& first = c.devices.front();
+    const bool one_lane = first.type == device_type::cpu && !first.shared_memory;
+    EXPECT_EQ(plan.links.front().capacity, one_lane ? 131072u : 65536u) << "8-byte messages";
   }
 }
 
@@ -189,6 +192,37 @@ TEST_F(PlannerTest, APipelineCapacityOverridesTheObjectives) {
   auto sink = p.add_sink<sample>("sink", [](const sample&) {});
   p.connect(src.out(), sink.in());
   EXPECT_EQ(p.dry_run().find_link("src.out", "sink.in")->capacity, 32u);
+}
+
+// A kernel on a CPU device without shared memory (rusticl) runs its batches through mirrors with
+// one staging lane, up to half its input ring: under throughput its wide rings double (131,072
+// 8-byte slots), so that a batch of about 1 MiB is half of one. A PoCL kernel (shared memory), a
+// GPU without it (two lanes), latency's narrow rings and a capacity the user gave stay as they are.
+TEST(OneLaneMirrors, ThroughputDoublesTheWideRingsOfKernelsOnCpuDevicesWithoutSharedMemory) {
+  using ringpipe::testing::gpu_without_svm;
+  runtime two{describe({pocl_cpu("cpu0"), rusticl_cpu(), gpu_without_svm()}), two_cores()};
+  for (const auto objective : {pipeline_objective::latency, pipeline_objective::throughput}) {
+    auto o = opts("lanes", false);
+    o.objective = objective;
+    pipeline p(two, o);
+    auto src = p.add_source<sample>("src", no_messages());
+    auto on_pocl = p.add_kernel<sample, sample>("pocl", map_kernel("twice"), on_device(0));
+    auto on_rusticl = p.add_kernel<sample, sample>("rusticl", map_kernel("clip"), on_device(1));
+    auto on_gpu = p.add_kernel<sample, sample>("gpu", map_kernel("twice"), on_device(2));
+    auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+    link_options given;
+    given.capacity = 256;
+    p.connect(src.out(), on_pocl.in());
+    p.connect(on_pocl.out(), on_rusticl.in());
+    p.connect(on_rusticl.out(), on_gpu.in(), given);
+    p.connect(on_gpu.out(), sink.in());
+    const auto plan = p.dry_run();
+    const bool throughput = objective == pipeline_objective::throughput;
+    EXPECT_EQ(plan.find_link("src.out", "pocl.in")->capacity, throughput ? 65536u : 1024u);
+    EXPECT_EQ(plan.find_link("pocl.out", "rusticl.in")->capacity, throughput ? 131072u : 1024u);
+    EXPECT_EQ(plan.find_link("rusticl.out", "gpu.in")->capacity, 256u) << "a capacity the user gave stays";
+    EXPECT_EQ(plan.find_link("gpu.out", "sink.in")->capacity, throughput ? 65536u : 1024u);
+  }
 }
 
 // Latency on a pool whose workers are host threads (PoCL's CPU devices): where the pool cannot

@@ -88,7 +88,8 @@ struct pipeline_options {
   std::string name = "pipeline";
   /// Ring slots per link that names none (a power of two); 0: the objective's, 1,024 for latency
   /// asked for, about 1 MiB (up to 65,536 slots) for throughput and for automatic (whose
-  /// resident kernels hand a backlog to batched launches, which need the room); for messages
+  /// resident kernels hand a backlog to batched launches, which need the room), twice that at a
+  /// kernel on a CPU device without shared memory (its batches take half a ring); for messages
   /// over 4 KiB, fewer: at most about 4 MiB a ring, at least 4 slots.
   std::uint32_t capacity = 0;
   pipeline_objective objective = pipeline_objective::automatic; ///< plan() says what it chose

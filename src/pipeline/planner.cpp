@@ -179,6 +179,12 @@ busy_threads count_busy_threads(const graph& g, const plan& p, const topology& t
 }
 
 namespace {
+// A wide ring (4,096 slots or more, 1 MiB at most) doubles so that a 1 MiB batch is half of it
+// (llvmpipe, 16-byte messages: 30-50 M msgs/s over 131,072 slots, 23-35 M over 65,536).
+std::uint32_t widened_for_one_lane(std::uint32_t capacity, std::size_t slot) {
+  const std::size_t bytes = std::size_t{capacity} * std::max<std::size_t>(1, slot);
+  return capacity >= 4096 && bytes <= (std::size_t{1} << 20) ? capacity * 2 : capacity;
+}
 
 // Automatic: latency while the threads it keeps busy fit the host's cores, else throughput, unless
 // the user fixed the rings' capacity: batched launches pay off only over the objective's wide
@@ -230,10 +236,23 @@ void planning::apply_objective() {
       ps.mode_from_objective = true;
     }
   }
+  // A kernel on a CPU device without shared memory runs its batches through device mirrors with
+  // one staging lane, each batch up to half its input ring (mirror_spans.cpp).
+  const auto one_lane_mirrors = [&](std::size_t i) {
+    if (!g.stages[i].is_kernel() || !p.stages[i].device) return false;
+    const auto& info = topo[*p.stages[i].device].info();
+    return info.type == device_type::cpu && !(info.svm.fine_buffer && info.svm.atomics);
+  };
   for (std::size_t ei = 0; ei < g.edges.size(); ++ei) {
     const auto& e = g.edges[ei];
-    p.links[ei].capacity = e.options.capacity != 0 ? e.options.capacity
-                                                   : default_capacity(options, p.objective, g.stages[e.from].out.size);
+    if (e.options.capacity != 0) {
+      p.links[ei].capacity = e.options.capacity;
+      continue;
+    }
+    const std::size_t slot = g.stages[e.from].out.size;
+    p.links[ei].capacity = default_capacity(options, p.objective, slot);
+    if (options.capacity == 0 && (one_lane_mirrors(e.from) || one_lane_mirrors(e.to)))
+      p.links[ei].capacity = widened_for_one_lane(p.links[ei].capacity, slot);
   }
 }
 
