@@ -1,9 +1,9 @@
 """What every plot of scripts/plot-bench.py shares: result files read into one table of runs,
 and the drawing helpers (lines, grouped bars, size axes, legends, saving)."""
-import textwrap
 import collections
 import re
 import statistics
+import textwrap
 
 import matplotlib
 

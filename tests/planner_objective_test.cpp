@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <tuple>
 
 using namespace ringpipe;
 using namespace ringpipe::testing;
@@ -196,32 +197,37 @@ TEST_F(PlannerTest, APipelineCapacityOverridesTheObjectives) {
 
 // A kernel on a CPU device without shared memory (rusticl) runs its batches through mirrors with
 // one staging lane, up to half its input ring: under throughput its wide rings double (131,072
-// 8-byte slots), so that a batch of about 1 MiB is half of one. A PoCL kernel (shared memory), a
-// GPU without it (two lanes), latency's narrow rings and a capacity the user gave stay as they are.
+// 8-byte slots), so that a batch of about 1 MiB is half of one. PoCL kernels (shared memory), a
+// GPU without it and a rusticl kernel given two lanes (each batch a quarter), latency's narrow
+// rings and a capacity the user gave stay as they are.
 TEST(OneLaneMirrors, ThroughputDoublesTheWideRingsOfKernelsOnCpuDevicesWithoutSharedMemory) {
   using ringpipe::testing::gpu_without_svm;
-  runtime two{describe({pocl_cpu("cpu0"), rusticl_cpu(), gpu_without_svm()}), two_cores()};
+  runtime three{describe({pocl_cpu("cpu0"), rusticl_cpu(), gpu_without_svm()}), two_cores()};
   for (const auto objective : {pipeline_objective::latency, pipeline_objective::throughput}) {
     auto o = opts("lanes", false);
     o.objective = objective;
-    pipeline p(two, o);
-    auto src = p.add_source<sample>("src", no_messages());
-    auto on_pocl = p.add_kernel<sample, sample>("pocl", map_kernel("twice"), on_device(0));
-    auto on_rusticl = p.add_kernel<sample, sample>("rusticl", map_kernel("clip"), on_device(1));
-    auto on_gpu = p.add_kernel<sample, sample>("gpu", map_kernel("twice"), on_device(2));
-    auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+    pipeline p(three, o);
     link_options given;
     given.capacity = 256;
-    p.connect(src.out(), on_pocl.in());
-    p.connect(on_pocl.out(), on_rusticl.in());
-    p.connect(on_rusticl.out(), on_gpu.in(), given);
-    p.connect(on_gpu.out(), sink.in());
+    auto src = p.add_source<sample>("src", no_messages());
+    output_port<sample> last = src.out();
+    for (auto [name, device, lanes] :
+         {std::tuple{"pocl", 0, 0u}, {"pocl_b", 0, 0u}, {"rusticl", 1, 0u}, {"rusticl_2", 1, 2u}, {"gpu", 2, 0u}}) {
+      kernel_options k;
+      k.staging_lanes = lanes;
+      auto s = p.add_kernel<sample, sample>(name, map_kernel("twice"), on_device(device), k);
+      p.connect(last, s.in(), std::string(name) == "pocl" ? given : link_options{});
+      last = s.out();
+    }
+    p.connect(last, p.add_sink<sample>("sink", [](const sample&) {}).in());
     const auto plan = p.dry_run();
-    const bool throughput = objective == pipeline_objective::throughput;
-    EXPECT_EQ(plan.find_link("src.out", "pocl.in")->capacity, throughput ? 65536u : 1024u);
-    EXPECT_EQ(plan.find_link("pocl.out", "rusticl.in")->capacity, throughput ? 131072u : 1024u);
-    EXPECT_EQ(plan.find_link("rusticl.out", "gpu.in")->capacity, 256u) << "a capacity the user gave stays";
-    EXPECT_EQ(plan.find_link("gpu.out", "sink.in")->capacity, throughput ? 65536u : 1024u);
+    const auto wide = [&](std::uint32_t slots) { return objective == pipeline_objective::throughput ? slots : 1024u; };
+    EXPECT_EQ(plan.find_link("src.out", "pocl.in")->capacity, 256u) << "a capacity the user gave stays";
+    EXPECT_EQ(plan.find_link("pocl.out", "pocl_b.in")->capacity, wide(65536));
+    EXPECT_EQ(plan.find_link("pocl_b.out", "rusticl.in")->capacity, wide(131072));
+    EXPECT_EQ(plan.find_link("rusticl.out", "rusticl_2.in")->capacity, wide(131072));
+    EXPECT_EQ(plan.find_link("rusticl_2.out", "gpu.in")->capacity, wide(65536)) << "two lanes";
+    EXPECT_EQ(plan.find_link("gpu.out", "sink.in")->capacity, wide(65536));
   }
 }
 

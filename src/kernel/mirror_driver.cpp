@@ -1,6 +1,7 @@
 // The mirrored driver's ring-kernel batches (mirror_driver.hpp); spans are in mirror_spans.cpp.
 
 #include "mirror_driver.hpp"
+#include "mode_choice.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -14,9 +15,7 @@ mirror_driver::mirror_driver(const driver_context& c) : c_(c), relay_(std::make_
   spans_ = c.image.span_kernel() != nullptr && c.has_input && c.has_output && c.gate == nullptr;
   // Two lanes only for map kernels: they consume whole batches, so the next batch's window is
   // known before the current one returns (see RP_KIND_MAP in stage.clh).
-  const std::uint32_t wanted = c.options.staging_lanes != 0            ? c.options.staging_lanes
-                               : c.dev.info().type == device_type::cpu ? 1
-                                                                       : 2;
+  const unsigned wanted = staging_lanes(c.options.staging_lanes, c.dev.info().type == device_type::cpu);
   lane_count_ = c.image.map_kernel() && c.has_input && c.has_output && wanted >= 2 ? 2 : 1;
   // Spans take at least 2: llvmpipe's loop probe reads a capacity above 1 (mirror_spans.cpp).
   mirror_capacity_ = spans_ ? 2 : 1;

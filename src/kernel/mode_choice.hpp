@@ -39,4 +39,11 @@ struct mode_choice {
 
 mode_choice choose_mode(const mode_facts& facts) noexcept;
 
+/// Batches a mirrored map kernel keeps in flight: `asked` (kernel_options::staging_lanes) where
+/// given, else 2 where copies overlap kernels (GPUs, accelerators), 1 on CPU devices, whose cores
+/// do both. The mirror driver runs this many; the planner sizes rings for it.
+constexpr unsigned staging_lanes(unsigned asked, bool cpu_device) noexcept {
+  return asked != 0 ? asked : cpu_device ? 1 : 2;
+}
+
 } // namespace ringpipe::detail

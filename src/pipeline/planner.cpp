@@ -1,5 +1,8 @@
 #include "planner.hpp"
 
+#include "../kernel/mode_choice.hpp"
+
+#include <ringpipe/link.hpp>
 #include <ringpipe/occupancy.hpp>
 #include <ringpipe/program.hpp>
 
@@ -236,23 +239,21 @@ void planning::apply_objective() {
       ps.mode_from_objective = true;
     }
   }
-  // A kernel on a CPU device without shared memory runs its batches through device mirrors with
-  // one staging lane, each batch up to half its input ring (mirror_spans.cpp).
+  // A kernel on a device without shared memory runs its batches through device mirrors; with one
+  // staging lane (CPU devices) each batch takes up to half its input ring (mirror_spans.cpp).
   const auto one_lane_mirrors = [&](std::size_t i) {
     if (!g.stages[i].is_kernel() || !p.stages[i].device) return false;
-    const auto& info = topo[*p.stages[i].device].info();
-    return info.type == device_type::cpu && !(info.svm.fine_buffer && info.svm.atomics);
+    const auto& d = topo[*p.stages[i].device];
+    return !reaches_shared_memory(d) &&
+           staging_lanes(p.stages[i].kernel_opts.staging_lanes, d.info().type == device_type::cpu) < 2;
   };
   for (std::size_t ei = 0; ei < g.edges.size(); ++ei) {
     const auto& e = g.edges[ei];
-    if (e.options.capacity != 0) {
-      p.links[ei].capacity = e.options.capacity;
-      continue;
-    }
     const std::size_t slot = g.stages[e.from].out.size;
-    p.links[ei].capacity = default_capacity(options, p.objective, slot);
-    if (options.capacity == 0 && (one_lane_mirrors(e.from) || one_lane_mirrors(e.to)))
-      p.links[ei].capacity = widened_for_one_lane(p.links[ei].capacity, slot);
+    auto& capacity = p.links[ei].capacity;
+    capacity = e.options.capacity != 0 ? e.options.capacity : default_capacity(options, p.objective, slot);
+    if (e.options.capacity == 0 && options.capacity == 0 && (one_lane_mirrors(e.from) || one_lane_mirrors(e.to)))
+      capacity = widened_for_one_lane(capacity, slot);
   }
 }
 
