@@ -4,6 +4,7 @@
 #include "mode_choice.hpp"
 
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 namespace ringpipe::detail {
@@ -15,7 +16,8 @@ mirror_driver::mirror_driver(const driver_context& c) : c_(c), relay_(std::make_
   spans_ = c.image.span_kernel() != nullptr && c.has_input && c.has_output && c.gate == nullptr;
   // Two lanes only for map kernels: they consume whole batches, so the next batch's window is
   // known before the current one returns (see RP_KIND_MAP in stage.clh).
-  const unsigned wanted = staging_lanes(c.options.staging_lanes, c.dev.info().type == device_type::cpu);
+  ring_copies_ = c.dev.info().type == device_type::cpu;
+  const unsigned wanted = staging_lanes(c.options.staging_lanes, ring_copies_);
   lane_count_ = c.image.map_kernel() && c.has_input && c.has_output && wanted >= 2 ? 2 : 1;
   // Spans take at least 2: llvmpipe's loop probe reads a capacity above 1 (mirror_spans.cpp).
   mirror_capacity_ = spans_ ? 2 : 1;
@@ -40,8 +42,10 @@ mirror_driver::mirror_driver(const driver_context& c) : c_(c), relay_(std::make_
       auto& l = lanes_[i];
       l.in_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(ring_header) + in_bytes);
       l.out_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, sizeof(ring_header) + out_bytes);
-      l.in_staging = pinned_memory(ctx, queue_, in_bytes);
-      l.out_staging = pinned_memory(ctx, queue_, out_bytes);
+      if (!ring_copies_) {
+        l.in_staging = pinned_memory(ctx, queue_, in_bytes);
+        l.out_staging = pinned_memory(ctx, queue_, out_bytes);
+      }
       if (spans_) {
         l.keep_mirror = cl::Buffer(ctx, CL_MEM_READ_WRITE, mirror_capacity_);
         l.keep_staging = pinned_memory(ctx, queue_, mirror_capacity_);
@@ -59,12 +63,16 @@ bool mirror_driver::launch_batch() {
   auto& in = c_.in;
   auto& out = c_.out;
   const auto stop = c_.life.stop_requested();
-  std::uint32_t ahead = 0; // messages (and result room) claimed by the lane in flight
+  std::uint32_t ahead = 0; // messages claimed by the lane in flight
+  // Where this batch's results may land: past the slots the lane in flight may fill (with ring
+  // copies they stay there until it completes, behind a gap where an earlier lane dropped results).
+  std::uint32_t out_at = c_.has_output ? out.load_head(std::memory_order_relaxed) : 0;
   if (in_flight_lanes_ > 0) {
     // Behind a batch only when that batch will consume everything it holds and go on.
     const mirror_lane& last = lanes_[(front_ + in_flight_lanes_ - 1) % lane_count_];
     if (stop != kernel_stop::run || last.ends_stream || last.stop_word != 0) return false;
     ahead = last.n;
+    out_at = last.out_at + last.n;
   } else if (stop == kernel_stop::now) {
     return c_.life.finish(kernel_state::stopped);
   }
@@ -78,7 +86,8 @@ bool mirror_driver::launch_batch() {
   // the running batch, which keeps batches large (each launch has a fixed cost).
   if (in_flight_lanes_ > 0 && queued < mirror_capacity_ / 2 && !closed) return false;
   std::uint32_t n = c_.has_input ? std::min(queued, mirror_capacity_) : mirror_capacity_;
-  if (c_.has_output) n = std::min(n, out.space() - ahead);
+  const std::uint32_t out_ahead = c_.has_output ? out_at - out.load_head(std::memory_order_relaxed) : 0;
+  if (c_.has_output) n = std::min(n, out.space() - out_ahead);
   if (n == 0 && !end) {
     if (in_flight_lanes_ == 0 && stop == kernel_stop::drain && queued == 0)
       return c_.life.finish(kernel_state::stopped);
@@ -92,6 +101,7 @@ bool mirror_driver::launch_batch() {
   mirror_lane& l = lanes_[(front_ + in_flight_lanes_) % lane_count_];
   l.n = n;
   l.tail = in.load_tail(std::memory_order_relaxed) + ahead;
+  l.out_at = out_at;
   l.ends_stream = end || (closed && n == queued);
 
   l.in_header = {};
@@ -109,7 +119,7 @@ bool mirror_driver::launch_batch() {
   // mirror looks full but for its last `room` slots, so the results land there contiguously.
   const std::uint32_t room = spans_ ? n
                              : c_.has_output
-                                 ? std::min({n + (l.ends_stream ? 1u : 0u), out.space() - ahead, mirror_capacity_})
+                                 ? std::min({n + (l.ends_stream ? 1u : 0u), out.space() - out_ahead, mirror_capacity_})
                                  : l.out_header.capacity;
   l.room = room;
   l.out_header.head = l.out_header.capacity - room;
@@ -119,7 +129,7 @@ bool mirror_driver::launch_batch() {
   l.stop_word =
       static_cast<std::uint32_t>(stop == kernel_stop::drain && !batch_is_everything ? kernel_stop::run : stop);
   l.state_word = static_cast<std::uint32_t>(kernel_state::launched);
-  if (c_.has_input && n > 0) in.copy_out(l.tail, n, l.in_staging.data());
+  if (c_.has_input && n > 0 && !ring_copies_) in.copy_out(l.tail, n, l.in_staging.data());
 
   cl_call("batched launch", [&] {
     spans_ ? enqueue_span(l) : enqueue_chain(l);
@@ -141,13 +151,11 @@ bool mirror_driver::launch_batch() {
 }
 
 void mirror_driver::enqueue_chain(mirror_lane& l) {
-  const std::size_t in_size = c_.in.slot_size();
   const std::size_t out_size = c_.out.slot_size();
   const std::uint32_t local = c_.image.batch_local_size();
   std::vector<cl::Event> uploaded(1), computed(1);
   upload_.enqueueWriteBuffer(l.in_mirror, CL_FALSE, 0, sizeof(ring_header), &l.in_header);
-  if (c_.has_input && l.n > 0)
-    upload_.enqueueWriteBuffer(l.in_mirror, CL_FALSE, sizeof(ring_header), l.n * in_size, l.in_staging.data());
+  if (c_.has_input && l.n > 0) upload_messages(l, sizeof(ring_header), nullptr);
   upload_.enqueueWriteBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &l.out_header, nullptr, &uploaded[0]);
   // Only the host's words of the control block: the counters are the kernel's, and a lane queued
   // behind another must not overwrite what the earlier launch writes.
@@ -160,8 +168,7 @@ void mirror_driver::enqueue_chain(mirror_lane& l) {
   queue_.enqueueReadBuffer(ctl_, CL_FALSE, 0, sizeof(control_block), &l.ctl, nullptr, &computed[0]);
   download_.enqueueReadBuffer(l.in_mirror, CL_FALSE, 0, sizeof(ring_header), &l.in_header, &computed);
   if (c_.has_output && l.room > 0)
-    download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, sizeof(ring_header) + l.out_start * out_size, l.room * out_size,
-                                l.out_staging.data());
+    download_results(l, l.out_mirror, sizeof(ring_header) + l.out_start * out_size, l.room, nullptr);
   download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, 0, sizeof(ring_header), &l.out_header, nullptr, &l.done);
   c_.counters.work_groups.fetch_add(1, std::memory_order_relaxed);
 }
@@ -173,8 +180,10 @@ bool mirror_driver::complete_batch(mirror_lane& l) {
   const std::uint32_t produced = l.out_header.head - l.out_start;
   if (produced > l.room) throw error(errc::kernel_fault, "produced more results than the batch had room for");
   if (c_.has_output && produced > 0) {
-    const auto pushed = c_.out.push_n_bytes(l.out_staging.data(), produced);
-    if (pushed != produced) throw error(errc::kernel_fault, "output ring lost room during a batch");
+    if (landed(l, 0) != front(l, 0)) // behind a lane that produced less than its batch
+      for (std::uint32_t i = 0; i < produced; ++i)
+        std::memcpy(front(l, i), landed(l, i), c_.out.slot_size());
+    push_results(l, produced);
   }
   const std::uint32_t consumed = l.in_header.tail;
   if (c_.has_input && consumed > 0) c_.in.publish_tail(l.tail + consumed);

@@ -11,6 +11,8 @@
 // over as many work-groups as the batch needs (a ring kernel's one group would use one compute
 // unit of a GPU's hundred), with no ring headers or control block to copy: the chain is the
 // batch up, the launch, the keep flags and results down, and the host publishes in order.
+// On a CPU device the copies go straight between the rings' slots and the mirrors (ring copies):
+// pinned staging gains nothing without DMA, and each batch crosses in two passes instead of four.
 
 #include "driver.hpp"
 #include "image.hpp"
@@ -34,6 +36,7 @@ struct mirror_lane {
   std::uint32_t room = 0;      // results it may produce
   std::uint32_t tail = 0;      // input ring counter of its first message
   std::uint32_t out_start = 0; // mirror counter of its first result
+  std::uint32_t out_at = 0;    // ring copies: output ring counter its results land at
   bool ends_stream = false;
   std::uint32_t stop_word = 0, state_word = 0;
   ring_header in_header{}, out_header{};
@@ -105,9 +108,16 @@ private:
   void enqueue_span(mirror_lane& l);
   void write_span_header(mirror_lane& l);
   bool gate_open();
+  // Where batches cross (mirror_copies.cpp): the lane's staging or, with ring copies, ring slots.
+  void upload_messages(mirror_lane& l, std::size_t at, cl::Event* done);
+  void download_results(mirror_lane& l, const cl::Buffer& mirror, std::size_t at, std::uint32_t count, cl::Event* done);
+  std::byte* landed(const mirror_lane& l, std::uint32_t i) const noexcept;
+  std::byte* front(const mirror_lane& l, std::uint32_t k) const noexcept;
+  void push_results(const mirror_lane& l, std::uint32_t count);
 
   driver_context c_;
   bool spans_ = false;                         // batches run as the kernel's span form
+  bool ring_copies_ = false;                   // a CPU device: no staging, copies use ring slots
   cl::CommandQueue queue_, upload_, download_; // compute; batches in; results out
   cl::Buffer ctl_;                             // the control block, in device memory
   std::uint32_t mirror_capacity_ = 0;

@@ -26,8 +26,7 @@ void mirror_driver::enqueue_span(mirror_lane& l) {
   const std::uint32_t local = c_.image.batch_local_size();
   const std::uint32_t whole = l.n - l.n % local;
   std::vector<cl::Event> uploaded(1), computed(1);
-  upload_.enqueueWriteBuffer(l.in_mirror, CL_FALSE, sizeof(ring_header), std::size_t{l.n} * c_.in.slot_size(),
-                             l.in_staging.data(), nullptr, &uploaded[0]);
+  upload_messages(l, sizeof(ring_header), &uploaded[0]);
   auto& kernel = *c_.image.span_kernel();
   const unsigned at = c_.image.span_args_at();
   kernel.setArg(1, l.in_mirror);
@@ -42,8 +41,7 @@ void mirror_driver::enqueue_span(mirror_lane& l) {
     queue_.enqueueNDRangeKernel(kernel, cl::NDRange(whole), cl::NDRange(l.n - whole), cl::NDRange(1), &uploaded,
                                 &computed[0]);
   download_.enqueueReadBuffer(l.keep_mirror, CL_FALSE, 0, l.n, l.keep_staging.data(), &computed);
-  download_.enqueueReadBuffer(l.out_mirror, CL_FALSE, sizeof(ring_header), std::size_t{l.n} * c_.out.slot_size(),
-                              l.out_staging.data(), nullptr, &l.done);
+  download_results(l, l.out_mirror, sizeof(ring_header), l.n, &l.done);
   c_.counters.work_groups.fetch_add(whole / local + (l.n - whole), std::memory_order_relaxed);
 }
 
@@ -53,22 +51,21 @@ bool mirror_driver::complete_span(mirror_lane& l) {
   ++returned_batches_;
   const auto* keep = reinterpret_cast<const unsigned char*>(l.keep_staging.data());
   const std::size_t bytes = c_.out.slot_size();
-  std::byte* results = l.out_staging.data();
+  const bool moved = l.n > 0 && landed(l, 0) != front(l, 0); // behind a lane that dropped results
   std::uint32_t kept = l.n;
   // Usually every message is kept: one counting pass (vectorised) instead of the loop below.
-  if (std::count(keep, keep + l.n, 1) != l.n) {
+  if (moved || std::count(keep, keep + l.n, 1) != l.n) {
     kept = 0;
     for (std::uint32_t i = 0; i < l.n; ++i) {
       if (keep[i] == 1) {
-        if (kept != i) std::memcpy(results + kept * bytes, results + i * bytes, bytes);
+        if (moved || kept != i) std::memcpy(front(l, kept), landed(l, i), bytes);
         ++kept;
       } else if (keep[i] != 0) { // RP_SPAN_CUT: the messages stay queued, nothing is published
         return c_.life.after_exit(kernel_state::faulted, error_round_too_long);
       }
     }
   }
-  if (kept > 0 && c_.out.push_n_bytes(results, kept) != kept)
-    throw error(errc::kernel_fault, "output ring lost room during a batch");
+  push_results(l, kept);
   c_.in.publish_tail(l.tail + l.n);
   mirrored_in_ += l.n;
   mirrored_out_ += kept;
