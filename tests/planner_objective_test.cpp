@@ -90,7 +90,16 @@ TEST(AutomaticObjective, CountsBusyThreadsAgainstTheHostsCores) {
        "chosen: 3 threads busy under latency exceed 2 host cores (2 resident kernels on CPU devices, 0 runtime "
        "threads for 0 host stages, 1 application thread)"},
       {"two PoCL kernels on 16 cores", {pocl_cpu("a"), pocl_cpu("b")}, false, 2, false, 16, "latency", "fit 16"},
-      {"one batched of two", {pocl_cpu("a"), pocl_cpu("b")}, false, 2, true, 2, "latency", "(1 resident kernel on"},
+      // A batched kernel on a CPU device runs its batches on host threads: it counts too.
+      {"one batched of two",
+       {pocl_cpu("a"), pocl_cpu("b")},
+       false,
+       2,
+       true,
+       2,
+       "throughput",
+       "(1 resident kernel and 1 batched kernel on CPU devices"},
+      {"one batched of two on 16 cores", {pocl_cpu("a"), pocl_cpu("b")}, false, 2, true, 16, "latency", "fit 16"},
       {"GPU kernels take no host core",
        {gpu_without_svm(), gpu_without_svm()},
        false,
@@ -99,15 +108,26 @@ TEST(AutomaticObjective, CountsBusyThreadsAgainstTheHostsCores) {
        2,
        "latency",
        "(0 resident kernels"},
-      {"rusticl kernels are batched anyway",
+      {"a rusticl kernel, application ends",
+       {rusticl_cpu()},
+       false,
+       1,
+       false,
+       2,
+       "latency",
+       "2 threads busy under latency fit 2 host cores (0 resident kernels and 1 batched kernel on CPU devices, 0 "
+       "runtime threads for 0 host stages, 1 application thread)"},
+      // rusticl kernels are batched anyway, on llvmpipe's threads: host stages that spin beside them
+      // took the cores their batches needed.
+      {"source, rusticl kernel, sink",
        {rusticl_cpu()},
        true,
        1,
        false,
        2,
-       "latency",
-       "2 threads busy under latency fit 2 host cores (0 resident kernels on CPU devices, 2 runtime threads for 2 "
-       "host stages)"},
+       "throughput",
+       "3 threads busy under latency exceed 2 host cores (0 resident kernels and 1 batched kernel on CPU devices, 2 "
+       "runtime threads for 2 host stages)"},
       {"source, PoCL kernel, sink",
        {pocl_cpu()},
        true,

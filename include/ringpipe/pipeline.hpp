@@ -61,9 +61,9 @@ struct link_options {
 
 /// What a pipeline's kernels and rings are tuned for.
 enum class pipeline_objective {
-  /// Chosen by the planner: latency while the threads busy under it (resident kernels on CPU
-  /// devices, whose compute units are host threads; the runtime's threads running host stages; an
-  /// application thread at inlets and outlets) fit the host's cores, else throughput.
+  /// Chosen by the planner: latency while the threads busy under it (kernels on CPU devices,
+  /// resident or batched, whose compute units are host threads; the runtime's threads running host
+  /// stages; an application thread at inlets and outlets) fit the host's cores, else throughput.
   /// plan() says which it chose and why.
   automatic,
   /// Resident kernels over rings of `capacity` slots: a message crosses in about a microsecond.

@@ -153,35 +153,6 @@ void planning::fuse() {
   }
 }
 
-} // namespace
-
-busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host) {
-  busy_threads b;
-  for (std::size_t i = 0; i < g.stages.size(); ++i) {
-    const auto& s = g.stages[i];
-    const auto& ps = p.stages[i];
-    if (s.kind == stage_kind::inlet || s.kind == stage_kind::outlet) {
-      b.application = true; // a ring the application drives: no actor
-      continue;
-    }
-    if (!s.is_kernel()) {
-      ++b.actors;
-      continue;
-    }
-    if (ps.fused_into) continue;
-    if (s.in_edges.size() > 1) ++b.actors;   // a merge
-    if (ps.out_edges.size() > 1) ++b.actors; // a split
-    const auto& info = topo[*ps.device].info();
-    const bool resident = info.supports(kernel_mode::persistent) || info.supports(kernel_mode::parked);
-    if (info.type == device_type::cpu && resident && s.kernel_opts.mode != kernel_mode::batched) ++b.kernels;
-  }
-  for (const auto& l : p.links)
-    if (l.mover) ++b.actors;
-  b.runtime_busy = std::min<std::size_t>(b.actors, host.runtime_threads);
-  return b;
-}
-
-namespace {
 // A wide ring (4,096 slots or more, 1 MiB at most) doubles so that a 1 MiB batch is half of it
 // (llvmpipe, 16-byte messages: 30-50 M msgs/s over 131,072 slots, 23-35 M over 65,536).
 std::uint32_t widened_for_one_lane(std::uint32_t capacity, std::size_t slot) {
@@ -216,8 +187,9 @@ void planning::choose_objective() {
   p.objective_reason = "chosen: " + count(busy, "thread") +
                        (fits ? " busy under latency fit " : " busy under latency exceed ") +
                        count(host.cores, "host core") + " (" + count(b.kernels, "resident kernel") +
-                       " on CPU devices, " + count(b.runtime_busy, "runtime thread") + " for " +
-                       count(b.actors, "host stage") + (b.application ? ", 1 application thread)" : ")");
+                       (b.batched > 0 ? " and " + count(b.batched, "batched kernel") : "") + " on CPU devices, " +
+                       count(b.runtime_busy, "runtime thread") + " for " + count(b.actors, "host stage") +
+                       (b.application ? ", 1 application thread)" : ")");
 }
 
 // Throughput: kernels that name no mode run batched and rings get about 1 MiB unless a capacity

@@ -49,15 +49,17 @@ struct plan {
   pipeline_plan summary(const graph& g) const;
 };
 
-/// Threads a pipeline keeps busy under latency: kernels that stay resident on CPU devices (their
-/// workers are host threads), the runtime's threads while host stages (sources, host functions,
-/// sinks, merges, splits, movers) have work, and one application thread at inlets and outlets.
+/// Threads a pipeline keeps busy under latency: kernels on CPU devices (their workers are host
+/// threads: a resident kernel spins on one, a batched one runs its batches on them while a stream
+/// flows), the runtime's threads while host stages (sources, host functions, sinks, merges,
+/// splits, movers) have work, and one application thread at inlets and outlets.
 struct busy_threads {
-  std::size_t kernels = 0;
+  std::size_t kernels = 0; ///< resident on CPU devices
+  std::size_t batched = 0; ///< batched on CPU devices even under latency (forced, or no shared memory)
   std::size_t actors = 0;
   std::size_t runtime_busy = 0; ///< min(actors, the runtime's threads)
   bool application = false;
-  std::size_t total() const noexcept { return kernels + runtime_busy + (application ? 1 : 0); }
+  std::size_t total() const noexcept { return kernels + batched + runtime_busy + (application ? 1 : 0); }
 };
 busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host);
 
