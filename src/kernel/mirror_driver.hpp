@@ -36,7 +36,7 @@ struct mirror_lane {
   std::uint32_t room = 0;      // results it may produce
   std::uint32_t tail = 0;      // input ring counter of its first message
   std::uint32_t out_start = 0; // mirror counter of its first result
-  std::uint32_t out_at = 0;    // ring copies: output ring counter its results land at
+  std::uint32_t out_at = 0;    // output ring counter its results land at (ring copies), the next lane's after
   bool ends_stream = false;
   std::uint32_t stop_word = 0, state_word = 0;
   ring_header in_header{}, out_header{};

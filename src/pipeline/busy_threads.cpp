@@ -2,7 +2,7 @@
 // and residency count against the host's cores. On a CPU device a kernel's workers are host
 // threads whatever its mode: a resident kernel spins on one, a batched one runs every batch on
 // them while a stream flows (a rusticl kernel between a source and a sink, uncounted, left the
-// host stages spinning beside llvmpipe's batches: 0.62-0.76x inlet/outlet, 0.90-0.98 counted).
+// host stages spinning beside llvmpipe's batches: 0.62-0.76x inlet/outlet, 0.90-1.06 counted).
 
 #include "planner.hpp"
 
