@@ -1,11 +1,12 @@
 // work_stealing: one kernel replicated on every device as a farm, fed jobs of uneven cost (every
 // tenth job costs 20 times the others; dealt in turn, they all land on the same replica), run
-// twice: jobs left where they were dealt, then with stealing. Results come back in job order and
-// are checked against the host.
+// three ways: dealt in turn and left there; dealt to the replica whose queue would drain first
+// (by each replica's measured speed); and that with stealing (the farm's default). Results come
+// back in job order and are checked against the host.
 //
 //            +-> [queue 0] -> do_job on device 0 -+
 //   jobs ----+-> [queue 1] -> do_job on device 1 -+-> merge (job order) -> check
-//     deal    (a replica whose queue runs dry steals half of the fullest queue)
+//     deal    (least loaded; a replica whose queue runs dry steals half of the fullest queue)
 //
 // Run with POCL_DEVICES="pthread pthread" ./work_stealing; add RUSTICL_ENABLE=llvmpipe for a third
 // replica on rusticl (a heavy job stays under llvmpipe's 65535 loop iterations per launch).
@@ -48,18 +49,16 @@ std::uint32_t expected(std::uint32_t seq, std::uint32_t cost) {
 
 struct outcome {
   double seconds;
-  std::uint64_t wrong, steals, stolen;
+  std::uint64_t wrong;
 };
 
-outcome run(runtime& rt, bool steal) {
-  pipeline p(rt, {.name = steal ? "stealing" : "static"});
+outcome run(runtime& rt, const char* name, const farm_options& o) {
+  pipeline p(rt, {.name = name});
   auto source = p.add_source<job>("jobs", [n = 0u]() mutable -> std::optional<job> {
     if (n == jobs) return std::nullopt;
     const std::uint32_t seq = n++;
     return job{seq, seq % 10 == 3 ? heavy : light, 0, 0};
   });
-  farm_options o;
-  o.steal = steal;
   auto farm = p.add_farm<job, job>("do_job", kernel_spec(job_source, "do_job"), o);
   std::uint64_t wrong = 0;
   auto check = p.add_sink<job>("check", [&wrong, next = 0u](const job& j) mutable {
@@ -70,32 +69,40 @@ outcome run(runtime& rt, bool steal) {
   const auto t0 = std::chrono::steady_clock::now();
   p.run();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::uint64_t steals = 0, stolen = 0;
-  for (const auto& s : p.metrics().stages)
-    if (s.kind == stage_kind::dealer) steals = s.steals, stolen = s.stolen;
-  std::printf("%-8s %7.3f s, jobs per replica:", steal ? "stealing" : "static", seconds);
-  for (const auto& s : p.metrics().stages)
+  const auto m = p.metrics();
+  std::printf("%-22s %6.3f s, jobs per replica:", name, seconds);
+  for (const auto& s : m.stages)
     if (s.kind == stage_kind::kernel) std::printf(" %llu", static_cast<unsigned long long>(s.msgs_in));
-  std::printf(" (%llu steals moved %llu jobs)\n", static_cast<unsigned long long>(steals),
-              static_cast<unsigned long long>(stolen));
-  return {seconds, wrong, steals, stolen};
+  std::printf(" (measured");
+  for (const auto& s : m.stages)
+    if (s.kind == stage_kind::kernel) std::printf(" %.0f", s.intake_per_s);
+  std::printf(" jobs/s)");
+  if (const auto* deal = m.stage("do_job:deal"); deal && o.steal)
+    std::printf(", %llu steals moved %llu jobs", static_cast<unsigned long long>(deal->steals),
+                static_cast<unsigned long long>(deal->stolen));
+  std::printf("\n");
+  return {seconds, wrong};
 }
 
 int main(int argc, char** argv) {
-  if (int c = examples::help_or_refuse(argc, argv, "A farm of uneven jobs: dealt, then stolen."); c >= 0) return c;
+  if (int c = examples::help_or_refuse(argc, argv, "A farm of uneven jobs: dealt in turn, least loaded, and stolen.");
+      c >= 0)
+    return c;
   try {
     runtime rt;
     std::printf("%u jobs, one in ten %ux the cost, on %zu device(s)\n", jobs, heavy / light, rt.devices().size());
     if (rt.devices().size() < 2)
       std::printf("only one device: nothing to steal from (POCL_DEVICES=\"pthread pthread\")\n");
-    const auto dealt = run(rt, false);
-    const auto stolen = run(rt, true);
-    std::printf("stealing is %.2fx faster than static dealing\n", dealt.seconds / stolen.seconds);
-    if (const std::uint64_t wrong = dealt.wrong + stolen.wrong; wrong != 0) {
+    const auto in_turn = run(rt, "dealt in turn", {.dealing = farm_dealing::in_turn, .steal = false});
+    const auto least = run(rt, "dealt least loaded", {.dealing = farm_dealing::least_loaded, .steal = false});
+    const auto farm = run(rt, "least loaded, stealing", {});
+    std::printf("against dealing in turn: least loaded %.2fx, with stealing %.2fx faster\n",
+                in_turn.seconds / least.seconds, in_turn.seconds / farm.seconds);
+    if (const std::uint64_t wrong = in_turn.wrong + least.wrong + farm.wrong; wrong != 0) {
       std::printf("FAILED: %llu results wrong or out of order\n", static_cast<unsigned long long>(wrong));
       return 1;
     }
-    std::printf("OK: %u jobs twice, every result checked, in order\n", jobs);
+    std::printf("OK: %u jobs three times, every result checked, in order\n", jobs);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "work_stealing: %s\n", e.what());

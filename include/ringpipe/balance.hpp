@@ -71,8 +71,12 @@ public:
   std::size_t select_device(double cost = 1);
   /// Counts `items` items of `cost` in all on `device` without choosing (static dealing, moves).
   void assign(std::size_t device, double cost, std::size_t items = 1);
-  /// An item of `cost` on `device` ended after `took`: its load falls, its speed is learnt.
-  void report_completion(std::size_t device, std::chrono::nanoseconds took, double cost = 1);
+  /// `items` items of `cost` in all on `device` ended after `took` (their time together, e.g. a
+  /// window in which a streaming device was busy): its load falls and, where `took` > 0, its
+  /// speed is learnt from cost / took.
+  void report_completion(std::size_t device, std::chrono::nanoseconds took, double cost = 1, std::size_t items = 1);
+  /// A speed sample alone: `device` got through `cost` in `took` (load is not changed).
+  void learn_speed(std::size_t device, std::chrono::nanoseconds took, double cost);
   /// Accounts a move the caller made: the items and their load change devices.
   void apply(const rebalance_move& m);
 

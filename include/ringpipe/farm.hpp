@@ -1,13 +1,16 @@
 #pragma once
 // A farm stage: one ring kernel replicated on several devices (pipeline::add_farm). A dealer
-// numbers the items, deals them in turn to a queue per replica and feeds each replica's ring from
-// its queue; a replica whose queue runs dry steals about half of the fullest other queue (the
-// items dealt last). A merger gathers the results and, for an ordered farm, restores the input
-// order. Every item is processed exactly once; the stage's metrics count steals.
+// numbers the items, deals each to the queue of the replica that would drain first (a
+// load_balancer over the replicas, which learns how fast each takes items) or in turn, and feeds
+// each replica's ring from its queue; a replica whose queue runs dry steals from the queue that
+// would drain last as many items as even their drain times (half, between replicas of one speed;
+// the items dealt last). A merger gathers the results and, for an ordered
+// farm, restores the input order. Every item is processed exactly once; the stage's metrics count
+// steals and show each replica's measured speed and how evenly the queues would drain.
 //
 //        +-> [queue 0] -> kernel on device 0 -+
 //   in --+-> [queue 1] -> kernel on device 1 -+-> merge (in order) -> out
-//   deal  (a dry queue steals half of the fullest)
+//   deal  (least loaded; a dry queue steals from the one that would drain last)
 
 #include <cstddef>
 #include <cstdint>
@@ -15,15 +18,29 @@
 
 namespace ringpipe {
 
+enum class farm_dealing {
+  /// Each item to the replica whose queue would drain first, counting the item: (queued + 1) /
+  /// speed, queued in the dealer (not yet in the replica's ring), the speed measured as the rate
+  /// the replica takes items from its ring (a median over windows of at least a millisecond in
+  /// which it always had items), its device's compute units before that. Queues grow in
+  /// proportion to speed, so unequal devices finish together.
+  least_loaded,
+  /// Round robin, whatever the replicas' speeds (with `steal = false`: static dealing).
+  in_turn,
+};
+
 struct farm_options {
   std::vector<std::size_t> devices = {}; ///< one replica per device (positions in the topology); empty: every device
   /// Results leave in the order items came in. Needs one result per item, in the order of the
   /// replica's input (a map kernel that drops nothing); a replica that returns a result too many
   /// or too few fails the pipeline, naming it.
   bool ordered = true;
-  bool steal = true;          ///< false: items stay where they were dealt (static dealing)
-  std::uint32_t queue = 4096; ///< items a replica's queue holds before the dealer stops taking input
-  std::uint32_t ring = 256;   ///< slots of each replica's input ring: items there can no longer be stolen
+  farm_dealing dealing = farm_dealing::least_loaded;
+  bool steal = true; ///< false: items stay where they were dealt
+  /// Most items queued for one replica before the dealer stops taking input. It deals late: a
+  /// replica queues about 20 ms of its work at its measured speed (at least its ring's worth).
+  std::uint32_t queue = 4096;
+  std::uint32_t ring = 256; ///< slots of each replica's input ring: items there can no longer be stolen
 };
 
 } // namespace ringpipe

@@ -41,6 +41,12 @@ struct stage_metrics {
   std::uint64_t launches = 0; ///< kernels: launches (1 for persistent; relaunches for parked/batched)
   std::uint64_t steals = 0;   ///< farm dealers: times a dry replica took from another's queue
   std::uint64_t stolen = 0;   ///< farm dealers: items those steals moved
+  /// Farm dealers: how evenly the replicas' queues would drain, max / mean over the replicas of
+  /// the items queued for them over their speed (1: even, or nothing queued).
+  double drain_imbalance = 1;
+  /// Farm replicas: the items per second the dealer deals by (measured as the rate the replica
+  /// takes items while it has some; before that, its device's compute units in the measured units).
+  double intake_per_s = 0;
 };
 
 /// A barrier's counters (barrier::stats(); in pipeline_metrics for a pipeline's barriers).

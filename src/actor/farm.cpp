@@ -27,50 +27,109 @@ bool farm_ledger::next_of(std::size_t r, std::uint64_t& seq) {
 }
 
 farm_dealer::farm_dealer(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
-                         std::shared_ptr<farm_ledger> ledger, farm_options options)
+                         std::shared_ptr<farm_ledger> ledger, farm_options options, std::vector<double> capability,
+                         std::vector<std::string> replica_names)
     : host_stage(std::move(executor), std::move(name), batch), ledger_(std::move(ledger)), options_(std::move(options)),
+      balancer_(std::move(capability), std::move(replica_names)), intake_(ledger_->replicas()),
       queues_(ledger_->replicas()) {}
 
+void farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
+  auto& in = intake_[r];
+  const std::uint32_t fill = outputs_[r].ring->size();
+  const std::uint64_t fresh = in.fed - fill - in.taken;
+  in.taken += fresh;
+  if (fill == 0) { // it may have waited for items since the last look: a window would undercount it
+    in.window_items = 0, in.window_start = now;
+    return;
+  }
+  // A kernel takes items in claims (up to its ring): a window spans at least two rings' worth,
+  // so that where a claim falls moves the rate by half at most, and a millisecond.
+  in.window_items += fresh;
+  const auto took = now - in.window_start;
+  if (in.window_items >= 2 * std::uint64_t{outputs_[r].ring->capacity()} && took >= std::chrono::milliseconds(1)) {
+    balancer_.learn_speed(r, took, static_cast<double>(in.window_items));
+    measured_ = true;
+    in.window_items = 0, in.window_start = now;
+  }
+}
+
+std::size_t farm_dealer::queue_limit() const {
+  // Dealt late, an item goes where the speeds then say: each replica queues what it takes in
+  // `deal_ahead` (at least a ring's worth to refill it, at most farm_options::queue), and a ring's
+  // worth until a speed is measured, so that the first items are not all dealt on priors.
+  constexpr double deal_ahead_s = 0.02;
+  std::size_t limit = 0;
+  for (std::size_t r = 0; r < queues_.size(); ++r) {
+    const double ring = outputs_[r].ring->capacity();
+    const double ahead = measured_ ? std::max(ring, balancer_.speed(r) * deal_ahead_s) : ring;
+    limit += static_cast<std::size_t>(std::min<double>(options_.queue, ahead));
+  }
+  return limit;
+}
+
+std::size_t farm_dealer::deal_to() {
+  if (options_.dealing == farm_dealing::least_loaded) return balancer_.select_device(1);
+  const std::size_t r = next_replica_;
+  next_replica_ = (next_replica_ + 1) % queues_.size();
+  balancer_.assign(r, 1);
+  return r;
+}
+
 void farm_dealer::steal_for(std::size_t thief) {
+  // The victim is the queue that would drain last (queued over speed: with least-loaded dealing
+  // the fastest replica's queue is the longest by design), and the take evens the two drain
+  // times: half between replicas of one speed, little where the thief is the slower.
   std::size_t victim = thief;
+  double last = 0;
   for (std::size_t r = 0; r < queues_.size(); ++r)
-    if (queues_[r].size() > queues_[victim].size()) victim = r;
-  const std::size_t take = queues_[victim].size() / 2;
+    if (const double t = static_cast<double>(queues_[r].size()) / balancer_.speed(r); r != thief && t > last)
+      last = t, victim = r;
+  if (victim == thief) return;
+  const double thief_speed = balancer_.speed(thief);
+  const auto take = static_cast<std::size_t>(static_cast<double>(queues_[victim].size()) * thief_speed /
+                                             (thief_speed + balancer_.speed(victim)));
   if (take == 0) return;
   // The items dealt last: the victim keeps those it will reach first.
   auto& from = queues_[victim];
   auto& to = queues_[thief];
   std::move(from.end() - static_cast<std::ptrdiff_t>(take), from.end(), std::back_inserter(to));
   from.erase(from.end() - static_cast<std::ptrdiff_t>(take), from.end());
+  balancer_.apply({victim, thief, take, static_cast<double>(take)});
   steals.fetch_add(1, std::memory_order_relaxed);
   stolen.fetch_add(take, std::memory_order_relaxed);
 }
 
 std::size_t farm_dealer::turn() {
   std::size_t moved = 0;
-  // Deal: number each item and queue it at the replicas in turn, while the queues have room.
-  const std::size_t limit = std::size_t{options_.queue} * queues_.size();
+  const auto at = now();
+  for (std::size_t r = 0; r < queues_.size(); ++r)
+    measure_intake(r, at);
+  // Deal: number each item and queue it at the replica deal_to() picks, while the queues have room.
+  const std::size_t limit = queue_limit();
   const std::uint64_t ahead = 2 * std::uint64_t{options_.queue + options_.ring} * queues_.size();
   while (moved < batch() && queued_ < limit && next_seq_ - ledger_->passed_on.load(std::memory_order_acquire) < ahead &&
          inputs_.pop(in_buf_.data())) {
     msgs_in.fetch_add(1, std::memory_order_relaxed);
-    queues_[next_replica_].push_back(
+    queues_[deal_to()].push_back(
         {next_seq_++,
          std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size()))});
-    next_replica_ = (next_replica_ + 1) % queues_.size();
     ++queued_, ++moved;
   }
   // Feed: each replica's ring from its queue; a replica with room and nothing queued steals.
   for (std::size_t r = 0; r < queues_.size(); ++r) {
     auto& ring = *outputs_[r].ring;
     if (options_.steal && queues_[r].empty() && ring.space() > 0) steal_for(r);
+    std::size_t fed = 0;
     while (!queues_[r].empty() && ring.space() > 0) {
       ledger_->given(r, queues_[r].front().seq); // before the push: the merger may see its result at once
       (void)ring.try_push_bytes(queues_[r].front().bytes.data());
       queues_[r].pop_front();
-      --queued_, ++moved;
+      --queued_, ++moved, ++fed;
       msgs_out.fetch_add(1, std::memory_order_relaxed);
     }
+    // The balancer's load is what waits in the queues (what dealing and stealing can still move).
+    if (fed > 0) balancer_.report_completion(r, {}, static_cast<double>(fed), fed);
+    intake_[r].fed += fed;
   }
   held_.store(queued_, std::memory_order_release);
   if (queued_ == 0 && inputs_.all_drained()) end_stream();

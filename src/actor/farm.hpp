@@ -1,13 +1,16 @@
 #pragma once
-// The farm's host side (include/ringpipe/farm.hpp): the dealer (queues per replica, stealing)
-// and the merger (results back in input order), and the ledger between them: which item numbers
-// each replica was given, in the order it was given them.
+// The farm's host side (include/ringpipe/farm.hpp): the dealer (queues per replica, dealing by a
+// load balancer that learns how fast each replica takes items, stealing) and the merger (results
+// back in input order), and the ledger between them: which item numbers each replica was given,
+// in the order it was given them.
 
 #include "host_stage.hpp"
 
+#include <ringpipe/balance.hpp>
 #include <ringpipe/farm.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -38,23 +41,44 @@ private:
 
 class farm_dealer : public host_stage {
 public:
+  /// `capability`: each replica's relative speed before any is measured (its device's compute
+  /// units); `replica_names` name them in the balance report.
   farm_dealer(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
-              std::shared_ptr<farm_ledger> ledger, farm_options options);
+              std::shared_ptr<farm_ledger> ledger, farm_options options, std::vector<double> capability,
+              std::vector<std::string> replica_names);
   std::atomic<std::uint64_t> steals{0}; ///< times a dry replica took from another's queue
   std::atomic<std::uint64_t> stolen{0}; ///< items moved by those steals
   std::uint64_t held() const noexcept override { return held_.load(std::memory_order_acquire); }
+  /// Per replica: items queued for it, its measured speed (items per second) and how evenly the
+  /// queues would drain. Any thread.
+  balance_report balance() const { return balancer_.report(); }
 
 protected:
   std::size_t turn() override;
 
 private:
+  using clock = poll_executor::clock;
   struct item {
     std::uint64_t seq;
     std::vector<std::byte> bytes;
   };
+  /// How fast a replica takes items from its ring: items over windows in which it always had some.
+  struct intake {
+    std::uint64_t fed = 0;   // items pushed into its ring
+    std::uint64_t taken = 0; // of those, taken by the replica
+    std::uint64_t window_items = 0;
+    clock::time_point window_start{};
+  };
+  void measure_intake(std::size_t r, clock::time_point now);
+  std::size_t deal_to();
+  /// How many items the queues may hold in all now.
+  std::size_t queue_limit() const;
   void steal_for(std::size_t thief);
   std::shared_ptr<farm_ledger> ledger_;
   farm_options options_;
+  load_balancer balancer_;
+  std::vector<intake> intake_;
+  bool measured_ = false; // some replica's speed has been sampled
   std::vector<std::deque<item>> queues_;
   std::size_t queued_ = 0, next_replica_ = 0;
   std::atomic<std::uint64_t> held_{0}; // queued_, for other threads

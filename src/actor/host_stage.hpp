@@ -105,6 +105,8 @@ protected:
   /// Closes every output: the stream ended.
   void end_stream();
   std::uint32_t batch() const noexcept { return batch_; }
+  /// The time on the stage's executor (a test's executor moves it by hand).
+  poll_executor::clock::time_point now() const { return poller_.executor().now(); }
   std::size_t in_size() const noexcept { return in_size_; }
   std::size_t out_size() const noexcept { return out_size_; }
 

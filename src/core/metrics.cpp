@@ -26,6 +26,15 @@ std::string_view to_string(stage_kind k) noexcept {
 using detail::clip;
 using detail::format;
 
+namespace {
+// A replica of farm `farm`: the kernel stage "farm@k".
+bool is_replica_of(const stage_metrics& s, std::string_view farm) noexcept {
+  const std::string_view n = s.name;
+  return s.kind == stage_kind::kernel && n.size() > farm.size() + 1 && n.substr(0, farm.size()) == farm &&
+         n[farm.size()] == '@';
+}
+} // namespace
+
 std::string barrier_stats::table() const {
   std::string t;
   t += "barrier '" + name + "': " + std::to_string(phases) + " phases\n";
@@ -57,10 +66,7 @@ const stage_metrics* pipeline_metrics::stage(std::string_view name) const noexce
 double pipeline_metrics::farm_imbalance(std::string_view farm) const noexcept {
   double most = 0, sum = 0, replicas = 0;
   for (const auto& s : stages) {
-    const std::string_view n = s.name;
-    if (s.kind != stage_kind::kernel || n.size() <= farm.size() + 1 || n.substr(0, farm.size()) != farm ||
-        n[farm.size()] != '@')
-      continue;
+    if (!is_replica_of(s, farm)) continue;
     most = std::max(most, static_cast<double>(s.queue_fill));
     sum += s.queue_fill;
     ++replicas;
@@ -84,10 +90,16 @@ std::string pipeline_metrics::table() const {
                 s.queue_capacity, s.queue_high_water, static_cast<unsigned long long>(s.launches));
   }
   for (const auto& s : stages)
-    if (s.kind == stage_kind::dealer)
-      t += format("farm %s: %llu steals moved %llu items between replica queues; replica queues max/mean %.2f\n",
+    if (s.kind == stage_kind::dealer) {
+      const auto farm = std::string_view(s.name).substr(0, s.name.size() - 5); // less ":deal"
+      t += format("farm %s: %llu steals moved %llu items between replica queues; replica queues max/mean %.2f, "
+                  "drain time max/mean %.2f; replicas take",
                   s.name.c_str(), static_cast<unsigned long long>(s.steals), static_cast<unsigned long long>(s.stolen),
-                  farm_imbalance(std::string_view(s.name).substr(0, s.name.size() - 5))); // less ":deal"
+                  farm_imbalance(farm), s.drain_imbalance);
+      for (const auto& r : stages)
+        if (is_replica_of(r, farm)) t += format(" %.3g", r.intake_per_s);
+      t += " items/s\n";
+    }
   t += format("\n%-24s %-24s %-8s %12s %14s %10s %10s\n", "link from", "to", "kind", "messages", "bytes", "batches",
               "high-water");
   for (const auto& l : links) {
@@ -124,7 +136,8 @@ std::string pipeline_metrics::json() const {
          ", \"queue_capacity\": " + std::to_string(s.queue_capacity) +
          ", \"queue_high_water\": " + std::to_string(s.queue_high_water) + ", \"busy_s\": " + json_number(s.busy_s) +
          ", \"launches\": " + std::to_string(s.launches) + ", \"steals\": " + std::to_string(s.steals) +
-         ", \"stolen\": " + std::to_string(s.stolen) + "}";
+         ", \"stolen\": " + std::to_string(s.stolen) + ", \"drain_imbalance\": " + json_number(s.drain_imbalance) +
+         ", \"intake_per_s\": " + json_number(s.intake_per_s) + "}";
   }
   j += "], \"links\": [";
   for (std::size_t i = 0; i < links.size(); ++i) {

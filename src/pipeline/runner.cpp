@@ -181,15 +181,9 @@ void runner::realize_stages() {
       continue;
     }
     std::shared_ptr<host_stage> actor;
-    if (s.kind == stage_kind::dealer) {
-      actor = std::make_shared<farm_dealer>(executor(), s.name, turn(s.in.size), s.farm, s.farm_opts);
-    } else if (s.kind == stage_kind::merger) {
-      std::vector<std::string> replicas;
-      for (const auto ei : s.in_edges)
-        replicas.push_back(g_.stages[g_.edges[ei].from].name);
-      actor = std::make_shared<farm_merger>(executor(), s.name, turn(s.out.size), s.farm, s.farm_opts.ordered,
-                                            std::move(replicas));
-    } else if (s.kind == stage_kind::source)
+    if (s.kind == stage_kind::dealer || s.kind == stage_kind::merger)
+      actor = farm_actor(s, turn(s.in.size));
+    else if (s.kind == stage_kind::source)
       actor = std::make_shared<source_stage>(executor(), s.name, turn(s.out.size), s.generate);
     else if (s.kind == stage_kind::sink)
       actor = std::make_shared<sink_stage>(executor(), s.name, turn(s.in.size), s.consume);

@@ -78,6 +78,8 @@ private:
   /// else the host stage or (not resident) kernel there; null for an inlet or outlet.
   std::function<void()> waker_across(std::size_t ei, std::size_t other) const;
   std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
+  /// A farm's dealer or merger (farm_actors.cpp), taking `batch` messages a turn.
+  std::shared_ptr<host_stage> farm_actor(const stage_decl& s, std::uint32_t batch) const;
 
   void record_failure(const std::string& stage, const std::exception_ptr& e);
   void notify() noexcept;

@@ -1,8 +1,10 @@
 // Topic `work_stealing`: a farm of test_costly_map on the first two devices over a skewed stream
-// (one item in ten costs 20x; dealt in turn they all land on one replica). Makespan with stealing
-// against static dealing (the same farm, items left where dealt), and against the ideal: the
-// total work over the summed speed of each device running the stream alone, all in this run. On a
-// CPU-only machine the devices share the host's cores, so that ideal counts the cores twice.
+// (one item in ten costs 20x; dealt in turn they all land on one replica). Makespan of the farm as
+// it comes (dealt least loaded, with stealing) against static dealing (in turn, items left where
+// dealt), and against each half alone (least loaded without stealing; in turn with stealing), and
+// against the ideal: the total work over the summed speed of each device running the stream
+// alone, all in this run. On a CPU-only machine the devices share the host's cores, so that ideal
+// counts the cores twice.
 
 #include "bench.hpp"
 
@@ -11,9 +13,19 @@ namespace {
 
 using msg = test_message<16>;
 
-double makespan(runtime& rt, std::vector<std::size_t> devices, bool steal, std::uint32_t items, std::uint64_t* steals,
-                const settings& s) {
-  pipeline_options options{.name = steal ? "work_stealing" : "static_dealing"};
+struct farm_shape {
+  const char* name;
+  farm_dealing dealing;
+  bool steal;
+};
+constexpr farm_shape as_it_comes{"work_stealing", farm_dealing::least_loaded, true};
+constexpr farm_shape static_dealing{"static_dealing", farm_dealing::in_turn, false};
+constexpr farm_shape least_loaded_alone{"least_loaded", farm_dealing::least_loaded, false};
+constexpr farm_shape stealing_alone{"in_turn_stealing", farm_dealing::in_turn, true};
+
+double makespan(runtime& rt, std::vector<std::size_t> devices, farm_shape shape, std::uint32_t items,
+                std::uint64_t* steals, const settings& s) {
+  pipeline_options options{.name = shape.name};
   const auto view = watch(s, options);
   pipeline p(rt, options);
   auto src = p.add_source<msg>("items", [items, next = 0u]() mutable -> std::optional<msg> {
@@ -25,7 +37,8 @@ double makespan(runtime& rt, std::vector<std::size_t> devices, bool steal, std::
   });
   farm_options o;
   o.devices = std::move(devices);
-  o.steal = steal;
+  o.dealing = shape.dealing;
+  o.steal = shape.steal;
   auto farm = p.add_farm<msg, msg>("work", kernel_spec(test_stages_source(16), "test_costly_map"), o);
   std::uint32_t bad = 0;
   auto sink = p.add_sink<msg>("check", [&bad, next = 0u](const msg& m) mutable {
@@ -44,6 +57,32 @@ double makespan(runtime& rt, std::vector<std::size_t> devices, bool steal, std::
   return secs;
 }
 
+// Unequal devices (PoCL x2 + rusticl here): the farm on all of them, dealt least loaded or in
+// turn, with stealing, and static dealing.
+void every_device(bench_context& c, std::uint32_t items, std::size_t runs) {
+  std::vector<std::size_t> all;
+  for (std::size_t d = 0; d < c.rt.devices().size(); ++d)
+    all.push_back(d);
+  std::vector<double> least, in_turn, stat;
+  for (std::size_t r = 0; r < runs; ++r) {
+    stat.push_back(makespan(c.rt, all, static_dealing, items, nullptr, c.s));
+    in_turn.push_back(makespan(c.rt, all, stealing_alone, items, nullptr, c.s));
+    least.push_back(makespan(c.rt, all, as_it_comes, items, nullptr, c.s));
+  }
+  const double l = percentile(least, 0.5), t = percentile(in_turn, 0.5), d = percentile(stat, 0.5);
+  c.results.push_back({"work_stealing.every_device",
+                       {{"items", std::to_string(items)}, {"devices", std::to_string(all.size())}},
+                       {{"least_loaded_stealing_s", l},
+                        {"in_turn_stealing_s", t},
+                        {"static_s", d},
+                        {"in_turn_over_least_loaded", t / l},
+                        {"static_over_least_loaded", d / l}}});
+  std::fprintf(stderr,
+               "  work_stealing on %zu devices: least loaded, stealing %.3f s | in turn, stealing %.3f s (%.2fx) | "
+               "static %.3f s (%.2fx)\n",
+               all.size(), l, t, t / l, d, d / l);
+}
+
 } // namespace
 
 void work_stealing_topic(bench_context& c) {
@@ -58,31 +97,38 @@ void work_stealing_topic(bench_context& c) {
   for (std::size_t d = 0; d < 2; ++d) {
     std::vector<double> t;
     for (std::size_t r = 0; r < runs; ++r)
-      t.push_back(makespan(c.rt, {d}, true, items, nullptr, c.s));
+      t.push_back(makespan(c.rt, {d}, as_it_comes, items, nullptr, c.s));
     alone.push_back(percentile(t, 0.5));
   }
-  std::vector<double> stat, steal;
+  std::vector<double> stat, steal, dealt, in_turn;
   std::uint64_t steals = 0;
   for (std::size_t r = 0; r < runs; ++r) {
-    stat.push_back(makespan(c.rt, {0, 1}, false, items, nullptr, c.s));
-    steal.push_back(makespan(c.rt, {0, 1}, true, items, &steals, c.s));
+    stat.push_back(makespan(c.rt, {0, 1}, static_dealing, items, nullptr, c.s));
+    steal.push_back(makespan(c.rt, {0, 1}, as_it_comes, items, &steals, c.s));
+    dealt.push_back(makespan(c.rt, {0, 1}, least_loaded_alone, items, nullptr, c.s));
+    in_turn.push_back(makespan(c.rt, {0, 1}, stealing_alone, items, nullptr, c.s));
   }
   const double ideal = 1.0 / (1.0 / alone[0] + 1.0 / alone[1]); // the work split by speed
   const double s = percentile(steal, 0.5), d = percentile(stat, 0.5);
+  const double l = percentile(dealt, 0.5), t = percentile(in_turn, 0.5);
   c.results.push_back({"work_stealing.farm",
                        {{"items", std::to_string(items)}, {"devices", "2"}},
                        {{"stealing_s", s},
                         {"static_s", d},
+                        {"least_loaded_s", l},
+                        {"in_turn_stealing_s", t},
                         {"alone_0_s", alone[0]},
                         {"alone_1_s", alone[1]},
                         {"ideal_s", ideal},
                         {"static_over_stealing", d / s},
                         {"stealing_over_ideal", s / ideal},
                         {"steals", static_cast<double>(steals)}}});
+  if (c.rt.devices().size() > 2) every_device(c, items, runs);
   std::fprintf(stderr,
-               "  work_stealing %u items: stealing %.3f s | static %.3f s (%.2fx) | alone %.3f / %.3f s | ideal %.3f s "
-               "(stealing %.2fx of it) | %llu steals\n",
-               items, s, d, d / s, alone[0], alone[1], ideal, s / ideal, static_cast<unsigned long long>(steals));
+               "  work_stealing %u items: farm (least loaded, stealing) %.3f s | static %.3f s (%.2fx) | least loaded "
+               "alone %.3f s | in turn, stealing %.3f s | alone %.3f / %.3f s | ideal %.3f s (farm %.2fx of it) | "
+               "%llu steals\n",
+               items, s, d, d / s, l, t, alone[0], alone[1], ideal, s / ideal, static_cast<unsigned long long>(steals));
 }
 
 } // namespace ringpipe::bench

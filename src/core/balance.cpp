@@ -105,10 +105,16 @@ void load_balancer::assign(std::size_t device, double cost, std::size_t items) {
   add(device, cost, static_cast<long long>(items));
 }
 
-void load_balancer::report_completion(std::size_t device, std::chrono::nanoseconds took, double cost) {
+void load_balancer::report_completion(std::size_t device, std::chrono::nanoseconds took, double cost,
+                                      std::size_t items) {
   slot& s = at(device);
-  add(device, -cost, -1);
-  s.completed.fetch_add(1);
+  add(device, -cost, -static_cast<long long>(items));
+  s.completed.fetch_add(items);
+  learn_speed(device, took, cost);
+}
+
+void load_balancer::learn_speed(std::size_t device, std::chrono::nanoseconds took, double cost) {
+  slot& s = at(device);
   if (took.count() <= 0 || cost <= 0) return;
   std::lock_guard lock(s.samples_mutex);
   s.samples.push_back(cost / std::chrono::duration<double>(took).count());
