@@ -16,8 +16,10 @@
 #include <ringpipe/runtime.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 using namespace ringpipe;
 
@@ -75,7 +77,8 @@ outcome run(runtime& rt, const char* name, const farm_options& o) {
     if (s.kind == stage_kind::kernel) std::printf(" %llu", static_cast<unsigned long long>(s.msgs_in));
   std::printf(" (measured");
   for (const auto& s : m.stages)
-    if (s.kind == stage_kind::kernel) std::printf(" %.0f", s.intake_per_s);
+    if (s.kind == stage_kind::kernel)
+      std::printf(" %s", s.intake_per_s > 0 ? std::to_string(std::lround(s.intake_per_s)).c_str() : "-");
   std::printf(" jobs/s)");
   if (const auto* deal = m.stage("do_job:deal"); deal && o.steal)
     std::printf(", %llu steals moved %llu jobs", static_cast<unsigned long long>(deal->steals),

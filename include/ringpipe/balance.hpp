@@ -42,6 +42,7 @@ struct device_load {
   std::size_t items = 0;    ///< items selected or assigned and not yet completed
   double load = 0;          ///< their cost
   double speed = 0;         ///< cost per second: the median of recent completions, or the prior
+  bool measured = false;    ///< speed is from completions (false: the prior)
   double drain_seconds = 0; ///< load / speed
   std::size_t completed = 0;
 };

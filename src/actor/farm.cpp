@@ -38,12 +38,18 @@ void farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   const std::uint32_t fill = outputs_[r].ring->size();
   const std::uint64_t fresh = in.fed - fill - in.taken;
   in.taken += fresh;
-  if (fill == 0) { // it may have waited for items since the last look: a window would undercount it
-    in.window_items = 0, in.window_start = now;
+  if (!in.backed) { // its ring was not full at the last turn: it may have waited for items
+    in.window_open = false;
     return;
   }
-  // A kernel takes items in claims (up to its ring): a window spans at least two rings' worth,
-  // so that where a claim falls moves the rate by half at most, and a millisecond.
+  // A kernel takes items in claims (a batched one takes its whole ring at a launch): a window runs
+  // from one look that saw a claim to a later one, counting the claims after its first, so that
+  // it holds as many claims as processing periods; at least two rings' worth and a millisecond.
+  if (fresh == 0) return;
+  if (!in.window_open) {
+    in.window_open = true, in.window_items = 0, in.window_start = now;
+    return;
+  }
   in.window_items += fresh;
   const auto took = now - in.window_start;
   if (in.window_items >= 2 * std::uint64_t{outputs_[r].ring->capacity()} && took >= std::chrono::milliseconds(1)) {
@@ -130,6 +136,9 @@ std::size_t farm_dealer::turn() {
     // The balancer's load is what waits in the queues (what dealing and stealing can still move).
     if (fed > 0) balancer_.report_completion(r, {}, static_cast<double>(fed), fed);
     intake_[r].fed += fed;
+    // Full, it had work until the next turn unless it took a whole ring, which counts: a batched
+    // kernel that takes its ring at each launch runs at the pace the dealer refills it.
+    intake_[r].backed = ring.space() == 0;
   }
   held_.store(queued_, std::memory_order_release);
   if (queued_ == 0 && inputs_.all_drained()) end_stream();

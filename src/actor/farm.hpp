@@ -62,11 +62,14 @@ private:
     std::uint64_t seq;
     std::vector<std::byte> bytes;
   };
-  /// How fast a replica takes items from its ring: items over windows in which it always had some.
+  /// How fast a replica takes items from its ring: items over windows in which the dealer kept it
+  /// full at every turn.
   struct intake {
     std::uint64_t fed = 0;   // items pushed into its ring
     std::uint64_t taken = 0; // of those, taken by the replica
     std::uint64_t window_items = 0;
+    bool backed = false;      // its ring was full after the last turn's feeding
+    bool window_open = false; // window_start was a look that saw a claim
     clock::time_point window_start{};
   };
   void measure_intake(std::size_t r, clock::time_point now);

@@ -180,7 +180,7 @@ balance_report load_balancer::report() const {
   for (std::size_t d = 0; d < slots_.size(); ++d) {
     const slot& s = *slots_[d];
     const double sp = speed(d);
-    r.devices.push_back({s.name, items(d), load(d), sp, load(d) / sp, s.completed.load()});
+    r.devices.push_back({s.name, items(d), load(d), sp, s.measured.load() > 0, load(d) / sp, s.completed.load()});
   }
   r.imbalance = imbalance();
   return r;
@@ -193,11 +193,14 @@ std::string balance_report::table() const {
                 "completed");
   s << line;
   for (const auto& d : devices) {
-    std::snprintf(line, sizeof line, "%-44.44s %8zu %12.4g %12.4g %10.4g %10zu\n", d.name.c_str(), d.items, d.load,
-                  d.speed, d.drain_seconds, d.completed);
+    std::snprintf(line, sizeof line, "%-44.44s %8zu %12.4g %11.4g%s %10.4g %10zu\n", d.name.c_str(), d.items, d.load,
+                  d.speed, d.measured ? " " : "*", d.drain_seconds, d.completed);
     s << line;
   }
-  std::snprintf(line, sizeof line, "imbalance (max / mean drain time): %.3f\n", imbalance);
+  std::snprintf(line, sizeof line, "imbalance (max / mean drain time): %.3f%s\n", imbalance,
+                std::any_of(devices.begin(), devices.end(), [](const device_load& d) { return !d.measured; })
+                    ? " (* speed not measured yet: the prior)"
+                    : "");
   s << line;
   return s.str();
 }

@@ -97,7 +97,7 @@ std::string pipeline_metrics::table() const {
                   s.name.c_str(), static_cast<unsigned long long>(s.steals), static_cast<unsigned long long>(s.stolen),
                   farm_imbalance(farm), s.drain_imbalance);
       for (const auto& r : stages)
-        if (is_replica_of(r, farm)) t += format(" %.3g", r.intake_per_s);
+        if (is_replica_of(r, farm)) t += r.intake_per_s > 0 ? format(" %.3g", r.intake_per_s) : std::string(" -");
       t += " items/s\n";
     }
   t += format("\n%-24s %-24s %-8s %12s %14s %10s %10s\n", "link from", "to", "kind", "messages", "bytes", "batches",

@@ -122,7 +122,7 @@ pipeline_metrics runner::metrics() const {
     if (const auto* dealer = dynamic_cast<const farm_dealer*>(sr.actor.get()))
       for (const auto& replica : dealer->balance().devices)
         for (auto& row : m.stages)
-          if (row.name == replica.name) row.intake_per_s = replica.speed;
+          if (row.name == replica.name) row.intake_per_s = replica.measured ? replica.speed : 0;
   for (const auto& a : actors_) {
     const bool user_stage =
         std::any_of(stages_.begin(), stages_.end(), [&](const stage_run& s) { return s.actor == a; });
