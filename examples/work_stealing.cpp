@@ -1,12 +1,12 @@
 // work_stealing: one kernel replicated on every device as a farm, fed jobs of uneven cost (every
 // tenth job costs 20 times the others; dealt in turn, they all land on the same replica), run
-// three ways: dealt in turn and left there; dealt to the replica whose queue would drain first
-// (by each replica's measured speed); and that with stealing (the farm's default). Results come
-// back in job order and are checked against the host.
+// four ways: dealt in turn and left there; dealt to the replica whose queue would drain first
+// (by each replica's measured speed); that with stealing (the farm's default); and that told what
+// each job costs. Results come back in job order and are checked against the host.
 //
 //            +-> [queue 0] -> do_job on device 0 -+
 //   jobs ----+-> [queue 1] -> do_job on device 1 -+-> merge (job order) -> check
-//     deal    (least loaded; a replica whose queue runs dry steals half of the fullest queue)
+//     deal    (least loaded; a replica whose queue runs dry steals from the one that would drain last)
 //
 // Run with POCL_DEVICES="pthread pthread" ./work_stealing; add RUSTICL_ENABLE=llvmpipe for a third
 // replica on rusticl (a heavy job stays under llvmpipe's 65535 loop iterations per launch).
@@ -79,7 +79,7 @@ outcome run(runtime& rt, const char* name, const farm_options& o) {
   for (const auto& s : m.stages)
     if (s.kind == stage_kind::kernel)
       std::printf(" %s", s.intake_per_s > 0 ? std::to_string(std::lround(s.intake_per_s)).c_str() : "-");
-  std::printf(" jobs/s)");
+  std::printf(o.cost ? " cost/s)" : " jobs/s)");
   if (const auto* deal = m.stage("do_job:deal"); deal && o.steal)
     std::printf(", %llu steals moved %llu jobs", static_cast<unsigned long long>(deal->steals),
                 static_cast<unsigned long long>(deal->stolen));
@@ -88,7 +88,8 @@ outcome run(runtime& rt, const char* name, const farm_options& o) {
 }
 
 int main(int argc, char** argv) {
-  if (int c = examples::help_or_refuse(argc, argv, "A farm of uneven jobs: dealt in turn, least loaded, and stolen.");
+  if (int c = examples::help_or_refuse(argc, argv,
+                                       "A farm of uneven jobs: dealt in turn, least loaded, stolen, and by cost.");
       c >= 0)
     return c;
   try {
@@ -99,13 +100,14 @@ int main(int argc, char** argv) {
     const auto in_turn = run(rt, "dealt in turn", {.dealing = farm_dealing::in_turn, .steal = false});
     const auto least = run(rt, "dealt least loaded", {.dealing = farm_dealing::least_loaded, .steal = false});
     const auto farm = run(rt, "least loaded, stealing", {});
-    std::printf("against dealing in turn: least loaded %.2fx, with stealing %.2fx faster\n",
-                in_turn.seconds / least.seconds, in_turn.seconds / farm.seconds);
-    if (const std::uint64_t wrong = in_turn.wrong + least.wrong + farm.wrong; wrong != 0) {
+    const auto costed = run(rt, "told each job's cost", {.cost = item_cost<job>([](const job& j) { return j.cost; })});
+    std::printf("against dealing in turn: least loaded %.2fx, with stealing %.2fx, told costs %.2fx faster\n",
+                in_turn.seconds / least.seconds, in_turn.seconds / farm.seconds, in_turn.seconds / costed.seconds);
+    if (const std::uint64_t wrong = in_turn.wrong + least.wrong + farm.wrong + costed.wrong; wrong != 0) {
       std::printf("FAILED: %llu results wrong or out of order\n", static_cast<unsigned long long>(wrong));
       return 1;
     }
-    std::printf("OK: %u jobs three times, every result checked, in order\n", jobs);
+    std::printf("OK: %u jobs four times, every result checked, in order\n", jobs);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "work_stealing: %s\n", e.what());

@@ -284,6 +284,8 @@ def plot_farm(res, path, title):
                    ("least loaded, stealing", [col("work_stealing.farm", "stealing_s", f)
                                                if col("work_stealing.farm", "least_loaded_s", f) else None
                                                for f in fams], dict(color="C0")),
+                   ("least loaded by each item's cost, stealing", [col("work_stealing.farm", "by_cost_s", f) for f in fams],
+                    dict(color="C4")),
                    ("baseline: ideal (work / summed speeds)", [col("work_stealing.farm", "ideal_s", f) for f in fams],
                     dict(color="0.3"))], "seconds (less is better)")
     a.set_ylim(0, a.get_ylim()[1] * 1.5)  # room for the legend above the bars

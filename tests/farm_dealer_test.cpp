@@ -31,9 +31,15 @@ struct dealer_rig {
   std::uint64_t next = 0;
   bool feeding = true;
 
-  explicit dealer_rig(farm_dealing dealing, bool steal = false) {
+  std::array<double, 2> credit{}, taken_cost{};
+
+  /// Item i costs 7 when odd, 1 when even (with `by_cost`; else the dealer counts 1 each).
+  static double cost(std::uint64_t i) { return i % 2 == 1 ? 7 : 1; }
+
+  explicit dealer_rig(farm_dealing dealing, bool steal = false, bool by_cost = false) {
     farm_options o;
     o.dealing = dealing, o.steal = steal, o.queue = 64, o.ring = ring_slots;
+    if (by_cost) o.cost = item_cost<std::uint64_t>([](std::uint64_t i) { return cost(i); });
     dealer = std::make_shared<farm_dealer>(ex, "work:deal", 64, ledger, o, std::vector<double>{1.0, 1.0},
                                            std::vector<std::string>{"work@0", "work@1"});
     dealer->add_input(input);
@@ -45,15 +51,30 @@ struct dealer_rig {
 
   /// 100 us: the source fills the input, the dealer takes a turn, replica r takes `per_tick[r]`
   /// items from its ring (the results pass on at once: the dealer's window never closes).
-  void tick(std::array<int, 2> per_tick) {
+  /// The source fills the input and the dealer takes a turn.
+  void deal() {
     while (feeding && input->try_push_bytes(&next))
       ++next;
     dealer->wake();
     ex->run_ready();
+  }
+  void tick(std::array<int, 2> per_tick) {
+    deal();
     std::uint64_t item = 0;
     for (std::size_t r = 0; r < 2; ++r)
       for (int k = 0; k < per_tick[r] && rings[r]->try_pop_bytes(&item); ++k) {
         ++taken[r];
+        ledger->passed_on.fetch_add(1);
+      }
+    ex->advance(100us);
+  }
+  /// 100 us in which replica r gets through `budget[r]` of cost (what it overdraws, it pays back).
+  void tick_cost(std::array<double, 2> budget) {
+    deal();
+    std::uint64_t item = 0;
+    for (std::size_t r = 0; r < 2; ++r)
+      for (credit[r] += budget[r]; credit[r] > 0 && rings[r]->try_pop_bytes(&item);) {
+        credit[r] -= cost(item), taken_cost[r] += cost(item);
         ledger->passed_on.fetch_add(1);
       }
     ex->advance(100us);
@@ -110,6 +131,49 @@ TEST(FarmDealer, ADrySlowReplicaStealsOnlyWhatEvensTheDrainTimes) {
   for (int t = 0; t < 400; ++t)
     rig.tick({4, 1});
   EXPECT_EQ(rig.taken[0] + rig.taken[1], rig.next) << "every item taken once";
+}
+
+// Given each item's cost, the dealer measures speeds in cost per second and splits the work, not
+// the item count, by them: replicas getting through 8 and 2 cost units a tick take 0.8 and 0.2 of
+// the cost, whatever the items' mix.
+TEST(FarmDealer, DealtByCostTheWorkIsSplitBySpeedInCost) {
+  dealer_rig rig(farm_dealing::least_loaded, false, true);
+  for (int t = 0; t < 3000; ++t)
+    rig.tick_cost({8, 2});
+  const auto report = rig.dealer->balance();
+  const double total = rig.taken_cost[0] + rig.taken_cost[1];
+  EXPECT_NEAR(rig.taken_cost[0] / total, 0.8, 0.03) << report.table();
+  EXPECT_NEAR(report.devices[0].speed, 80000, 8000) << "cost per second\n" << report.table();
+  EXPECT_NEAR(report.devices[1].speed, 20000, 2000) << "cost per second\n" << report.table();
+  EXPECT_LE(report.imbalance, 1.2) << report.table();
+}
+
+TEST(FarmDealer, ACostThatIsNotPositiveFailsTheDealerNamingTheFarmAndItem) {
+  dealer_rig rig(farm_dealing::least_loaded);
+  farm_options o;
+  o.cost = item_cost<std::uint64_t>([](std::uint64_t i) { return i == 5 ? -1.0 : 1.0; });
+  auto ledger = std::make_shared<farm_ledger>(2);
+  auto dealer = std::make_shared<farm_dealer>(rig.ex, "work:deal", 64, ledger, o, std::vector<double>{1.0, 1.0},
+                                              std::vector<std::string>{"work@0", "work@1"});
+  auto input = std::make_shared<ring_buffer>(16, 8);
+  dealer->add_input(input);
+  for (auto& r : rig.rings)
+    dealer->add_output(r);
+  std::string failure;
+  dealer->on_failure = [&](const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      failure = x.what();
+    }
+  };
+  dealer->start();
+  for (std::uint64_t i = 0; i < 8; ++i)
+    ASSERT_TRUE(input->try_push_bytes(&i));
+  dealer->wake();
+  rig.ex->run_ready();
+  EXPECT_TRUE(dealer->failed.load());
+  EXPECT_NE(failure.find("farm 'work': item 5 costs -1"), std::string::npos) << failure;
 }
 
 TEST(FarmDealer, EqualReplicasShareEvenly) {

@@ -157,6 +157,17 @@ TEST_F(Farm, DealtLeastLoadedWithoutStealingEveryItemOnceInOrderSpeedsMeasured) 
   EXPECT_NE(m.json().find("\"intake_per_s\": "), std::string::npos);
 }
 
+// Each item's cost given (its mix count): dealt by cost, stolen by cost, every item once in order.
+TEST_F(Farm, DealtByCostEveryItemOnceInOrder) {
+  bool in_order = false;
+  farm_options o;
+  o.cost = item_cost<msg>([](const msg& m) { return m.payload[0]; });
+  const auto m = run_farm(o, in_order);
+  EXPECT_TRUE(in_order);
+  EXPECT_EQ(stage(m, "work:deal").msgs_out, items);
+  EXPECT_GE(stage(m, "work:deal").stolen, stage(m, "work:deal").steals);
+}
+
 TEST_F(Farm, StopMidStreamCountsWhatTheFarmHolds) {
   // A slow sink behind an unending stream: when stopped, every item is delivered or counted where
   // it waits, the dealer's queues and the merger's reorder buffer included.

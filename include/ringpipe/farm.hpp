@@ -14,6 +14,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
+#include <type_traits>
 #include <vector>
 
 namespace ringpipe {
@@ -37,10 +40,25 @@ struct farm_options {
   bool ordered = true;
   farm_dealing dealing = farm_dealing::least_loaded;
   bool steal = true; ///< false: items stay where they were dealt
-  /// Most items queued for one replica before the dealer stops taking input. It deals late: a
-  /// replica queues about 20 ms of its work at its measured speed (at least its ring's worth).
+  /// Items queued per replica (queue x replicas in all) before the dealer stops taking input;
+  /// until a replica's speed is measured, each queues its ring's worth.
   std::uint32_t queue = 4096;
   std::uint32_t ring = 256; ///< slots of each replica's input ring: items there can no longer be stolen
+  /// What an item costs, relative to the others (finite, > 0; empty: 1 each), from its bytes: set
+  /// it with item_cost<In>(fn). Dealing counts it, speeds are measured in it per second, and
+  /// steals even drain times by it, so a farm whose items' costs are known keeps unequal work
+  /// even without moving items.
+  std::function<double(const std::byte*)> cost = {};
 };
+
+/// A farm_options::cost from `fn(const In&)` (an item's relative cost).
+template <class In, class Fn> std::function<double(const std::byte*)> item_cost(Fn fn) {
+  static_assert(std::is_trivially_copyable_v<In>, "farm items are trivially copyable");
+  return [fn = std::move(fn)](const std::byte* bytes) {
+    In item;
+    std::memcpy(&item, bytes, sizeof item);
+    return static_cast<double>(fn(item));
+  };
+}
 
 } // namespace ringpipe

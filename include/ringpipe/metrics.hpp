@@ -44,7 +44,8 @@ struct stage_metrics {
   /// Farm dealers: how evenly the replicas' queues would drain, max / mean over the replicas of
   /// the items queued for them over their speed (1: even, or nothing queued).
   double drain_imbalance = 1;
-  /// Farm replicas: the items per second the dealer deals by, measured as the rate the replica
+  /// Farm replicas: the items (with farm_options::cost, the cost) per second the dealer deals by,
+  /// measured as the rate the replica
   /// takes items while it has some (0: not measured yet; the dealer then uses its device's
   /// compute units, scaled by the replicas measured).
   double intake_per_s = 0;

@@ -4,6 +4,7 @@
 #include <ringpipe/error.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace ringpipe::detail {
@@ -38,6 +39,11 @@ void farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   const std::uint32_t fill = outputs_[r].ring->size();
   const std::uint64_t fresh = in.fed - fill - in.taken;
   in.taken += fresh;
+  double fresh_cost = 0;
+  for (std::uint64_t k = 0; k < fresh; ++k) {
+    fresh_cost += in.in_ring.front();
+    in.in_ring.pop_front();
+  }
   if (!in.backed) { // its ring was not full at the last turn: it may have waited for items
     in.window_open = false;
     return;
@@ -47,37 +53,43 @@ void farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   // it holds as many claims as processing periods; at least two rings' worth and a millisecond.
   if (fresh == 0) return;
   if (!in.window_open) {
-    in.window_open = true, in.window_items = 0, in.window_start = now;
+    in.window_open = true, in.window_items = 0, in.window_cost = 0, in.window_start = now;
     return;
   }
-  in.window_items += fresh;
+  in.window_items += fresh, in.window_cost += fresh_cost;
   const auto took = now - in.window_start;
   if (in.window_items >= 2 * std::uint64_t{outputs_[r].ring->capacity()} && took >= std::chrono::milliseconds(1)) {
-    balancer_.learn_speed(r, took, static_cast<double>(in.window_items));
+    balancer_.learn_speed(r, took, in.window_cost);
     measured_ = true;
-    in.window_items = 0, in.window_start = now;
+    in.window_items = 0, in.window_cost = 0, in.window_start = now;
   }
 }
 
 std::size_t farm_dealer::queue_limit() const {
-  // Dealt late, an item goes where the speeds then say: each replica queues what it takes in
-  // `deal_ahead` (at least a ring's worth to refill it, at most farm_options::queue), and a ring's
-  // worth until a speed is measured, so that the first items are not all dealt on priors.
-  constexpr double deal_ahead_s = 0.02;
+  // Until a speed is measured each replica queues a ring's worth, so that the first items are not
+  // all dealt on the priors (compute units say little of a kernel's speed); then up to `queue`.
+  if (measured_) return std::size_t{options_.queue} * queues_.size();
   std::size_t limit = 0;
-  for (std::size_t r = 0; r < queues_.size(); ++r) {
-    const double ring = outputs_[r].ring->capacity();
-    const double ahead = measured_ ? std::max(ring, balancer_.speed(r) * deal_ahead_s) : ring;
-    limit += static_cast<std::size_t>(std::min<double>(options_.queue, ahead));
-  }
+  for (std::size_t r = 0; r < queues_.size(); ++r)
+    limit += std::min<std::size_t>(options_.queue, outputs_[r].ring->capacity());
   return limit;
 }
 
-std::size_t farm_dealer::deal_to() {
-  if (options_.dealing == farm_dealing::least_loaded) return balancer_.select_device(1);
+double farm_dealer::cost_of(const std::byte* item, std::uint64_t seq) const {
+  if (!options_.cost) return 1;
+  const double c = options_.cost(item);
+  if (!(c > 0) || !std::isfinite(c))
+    throw error(errc::invalid_argument, "farm '" + name().substr(0, name().size() - 5) + "': item " +
+                                            std::to_string(seq) + " costs " + std::to_string(c) +
+                                            " (farm_options::cost must give a finite cost > 0)");
+  return c;
+}
+
+std::size_t farm_dealer::deal_to(double cost) {
+  if (options_.dealing == farm_dealing::least_loaded) return balancer_.select_device(cost);
   const std::size_t r = next_replica_;
   next_replica_ = (next_replica_ + 1) % queues_.size();
-  balancer_.assign(r, 1);
+  balancer_.assign(r, cost);
   return r;
 }
 
@@ -85,22 +97,26 @@ void farm_dealer::steal_for(std::size_t thief) {
   // The victim is the queue that would drain last (queued over speed: with least-loaded dealing
   // the fastest replica's queue is the longest by design), and the take evens the two drain
   // times: half between replicas of one speed, little where the thief is the slower.
+  // The balancer's load is the queued cost.
   std::size_t victim = thief;
   double last = 0;
   for (std::size_t r = 0; r < queues_.size(); ++r)
-    if (const double t = static_cast<double>(queues_[r].size()) / balancer_.speed(r); r != thief && t > last)
+    if (const double t = balancer_.load(r) / balancer_.speed(r); r != thief && !queues_[r].empty() && t > last)
       last = t, victim = r;
   if (victim == thief) return;
   const double thief_speed = balancer_.speed(thief);
-  const auto take = static_cast<std::size_t>(static_cast<double>(queues_[victim].size()) * thief_speed /
-                                             (thief_speed + balancer_.speed(victim)));
-  if (take == 0) return;
+  const double target = balancer_.load(victim) * thief_speed / (thief_speed + balancer_.speed(victim));
   // The items dealt last: the victim keeps those it will reach first.
   auto& from = queues_[victim];
   auto& to = queues_[thief];
+  std::size_t take = 0;
+  double moved = 0;
+  for (auto it = from.rbegin(); it != from.rend() && moved + it->cost <= target; ++it)
+    moved += it->cost, ++take;
+  if (take == 0) return;
   std::move(from.end() - static_cast<std::ptrdiff_t>(take), from.end(), std::back_inserter(to));
   from.erase(from.end() - static_cast<std::ptrdiff_t>(take), from.end());
-  balancer_.apply({victim, thief, take, static_cast<double>(take)});
+  balancer_.apply({victim, thief, take, moved});
   steals.fetch_add(1, std::memory_order_relaxed);
   stolen.fetch_add(take, std::memory_order_relaxed);
 }
@@ -116,9 +132,10 @@ std::size_t farm_dealer::turn() {
   while (moved < batch() && queued_ < limit && next_seq_ - ledger_->passed_on.load(std::memory_order_acquire) < ahead &&
          inputs_.pop(in_buf_.data())) {
     msgs_in.fetch_add(1, std::memory_order_relaxed);
-    queues_[deal_to()].push_back(
-        {next_seq_++,
-         std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size()))});
+    const double cost = cost_of(in_buf_.data(), next_seq_);
+    queues_[deal_to(cost)].push_back(
+        {next_seq_++, std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size())),
+         cost});
     ++queued_, ++moved;
   }
   // Feed: each replica's ring from its queue; a replica with room and nothing queued steals.
@@ -126,15 +143,19 @@ std::size_t farm_dealer::turn() {
     auto& ring = *outputs_[r].ring;
     if (options_.steal && queues_[r].empty() && ring.space() > 0) steal_for(r);
     std::size_t fed = 0;
+    double fed_cost = 0;
     while (!queues_[r].empty() && ring.space() > 0) {
-      ledger_->given(r, queues_[r].front().seq); // before the push: the merger may see its result at once
-      (void)ring.try_push_bytes(queues_[r].front().bytes.data());
+      const item& next = queues_[r].front();
+      ledger_->given(r, next.seq); // before the push: the merger may see its result at once
+      (void)ring.try_push_bytes(next.bytes.data());
+      intake_[r].in_ring.push_back(next.cost);
+      fed_cost += next.cost;
       queues_[r].pop_front();
       --queued_, ++moved, ++fed;
       msgs_out.fetch_add(1, std::memory_order_relaxed);
     }
     // The balancer's load is what waits in the queues (what dealing and stealing can still move).
-    if (fed > 0) balancer_.report_completion(r, {}, static_cast<double>(fed), fed);
+    if (fed > 0) balancer_.report_completion(r, {}, fed_cost, fed);
     intake_[r].fed += fed;
     // Full, it had work until the next turn unless it took a whole ring, which counts: a batched
     // kernel that takes its ring at each launch runs at the pace the dealer refills it.

@@ -61,19 +61,24 @@ private:
   struct item {
     std::uint64_t seq;
     std::vector<std::byte> bytes;
+    double cost;
   };
   /// How fast a replica takes items from its ring: items over windows in which the dealer kept it
   /// full at every turn.
   struct intake {
-    std::uint64_t fed = 0;   // items pushed into its ring
-    std::uint64_t taken = 0; // of those, taken by the replica
+    std::uint64_t fed = 0;      // items pushed into its ring
+    std::uint64_t taken = 0;    // of those, taken by the replica
+    std::deque<double> in_ring; // the costs of the items fed and not yet taken, in order
     std::uint64_t window_items = 0;
+    double window_cost = 0;
     bool backed = false;      // its ring was full after the last turn's feeding
     bool window_open = false; // window_start was a look that saw a claim
     clock::time_point window_start{};
   };
   void measure_intake(std::size_t r, clock::time_point now);
-  std::size_t deal_to();
+  /// An item's cost (farm_options::cost; refused, naming the farm, unless finite and > 0).
+  double cost_of(const std::byte* item, std::uint64_t seq) const;
+  std::size_t deal_to(double cost);
   /// How many items the queues may hold in all now.
   std::size_t queue_limit() const;
   void steal_for(std::size_t thief);

@@ -98,7 +98,7 @@ std::string pipeline_metrics::table() const {
                   farm_imbalance(farm), s.drain_imbalance);
       for (const auto& r : stages)
         if (is_replica_of(r, farm)) t += r.intake_per_s > 0 ? format(" %.3g", r.intake_per_s) : std::string(" -");
-      t += " items/s\n";
+      t += " per second (items, or cost where the farm is given costs)\n";
     }
   t += format("\n%-24s %-24s %-8s %12s %14s %10s %10s\n", "link from", "to", "kind", "messages", "bytes", "batches",
               "high-water");

@@ -1,10 +1,10 @@
 // Topic `work_stealing`: a farm of test_costly_map on the first two devices over a skewed stream
 // (one item in ten costs 20x; dealt in turn they all land on one replica). Makespan of the farm as
 // it comes (dealt least loaded, with stealing) against static dealing (in turn, items left where
-// dealt), and against each half alone (least loaded without stealing; in turn with stealing), and
-// against the ideal: the total work over the summed speed of each device running the stream
-// alone, all in this run. On a CPU-only machine the devices share the host's cores, so that ideal
-// counts the cores twice.
+// dealt), against each half alone (least loaded without stealing; in turn with stealing), against
+// the farm told each item's cost, and against the ideal: the total work over the summed speed of
+// each device running the stream alone, all in this run. On a CPU-only machine the devices share
+// the host's cores, so that ideal counts the cores twice.
 
 #include "bench.hpp"
 
@@ -17,11 +17,13 @@ struct farm_shape {
   const char* name;
   farm_dealing dealing;
   bool steal;
+  bool by_cost = false; // the farm is told each item's cost (its mix count)
 };
 constexpr farm_shape as_it_comes{"work_stealing", farm_dealing::least_loaded, true};
 constexpr farm_shape static_dealing{"static_dealing", farm_dealing::in_turn, false};
 constexpr farm_shape least_loaded_alone{"least_loaded", farm_dealing::least_loaded, false};
 constexpr farm_shape stealing_alone{"in_turn_stealing", farm_dealing::in_turn, true};
+constexpr farm_shape by_cost{"least_loaded_by_cost", farm_dealing::least_loaded, true, true};
 
 double makespan(runtime& rt, std::vector<std::size_t> devices, farm_shape shape, std::uint32_t items,
                 std::uint64_t* steals, const settings& s) {
@@ -39,6 +41,7 @@ double makespan(runtime& rt, std::vector<std::size_t> devices, farm_shape shape,
   o.devices = std::move(devices);
   o.dealing = shape.dealing;
   o.steal = shape.steal;
+  if (shape.by_cost) o.cost = item_cost<msg>([](const msg& m) { return m.payload[0]; });
   auto farm = p.add_farm<msg, msg>("work", kernel_spec(test_stages_source(16), "test_costly_map"), o);
   std::uint32_t bad = 0;
   auto sink = p.add_sink<msg>("check", [&bad, next = 0u](const msg& m) mutable {
@@ -100,23 +103,25 @@ void work_stealing_topic(bench_context& c) {
       t.push_back(makespan(c.rt, {d}, as_it_comes, items, nullptr, c.s));
     alone.push_back(percentile(t, 0.5));
   }
-  std::vector<double> stat, steal, dealt, in_turn;
+  std::vector<double> stat, steal, dealt, in_turn, costed;
   std::uint64_t steals = 0;
   for (std::size_t r = 0; r < runs; ++r) {
     stat.push_back(makespan(c.rt, {0, 1}, static_dealing, items, nullptr, c.s));
     steal.push_back(makespan(c.rt, {0, 1}, as_it_comes, items, &steals, c.s));
     dealt.push_back(makespan(c.rt, {0, 1}, least_loaded_alone, items, nullptr, c.s));
     in_turn.push_back(makespan(c.rt, {0, 1}, stealing_alone, items, nullptr, c.s));
+    costed.push_back(makespan(c.rt, {0, 1}, by_cost, items, nullptr, c.s));
   }
   const double ideal = 1.0 / (1.0 / alone[0] + 1.0 / alone[1]); // the work split by speed
   const double s = percentile(steal, 0.5), d = percentile(stat, 0.5);
-  const double l = percentile(dealt, 0.5), t = percentile(in_turn, 0.5);
+  const double l = percentile(dealt, 0.5), t = percentile(in_turn, 0.5), k = percentile(costed, 0.5);
   c.results.push_back({"work_stealing.farm",
                        {{"items", std::to_string(items)}, {"devices", "2"}},
                        {{"stealing_s", s},
                         {"static_s", d},
                         {"least_loaded_s", l},
                         {"in_turn_stealing_s", t},
+                        {"by_cost_s", k},
                         {"alone_0_s", alone[0]},
                         {"alone_1_s", alone[1]},
                         {"ideal_s", ideal},
@@ -124,11 +129,12 @@ void work_stealing_topic(bench_context& c) {
                         {"stealing_over_ideal", s / ideal},
                         {"steals", static_cast<double>(steals)}}});
   if (c.rt.devices().size() > 2) every_device(c, items, runs);
-  std::fprintf(stderr,
-               "  work_stealing %u items: farm (least loaded, stealing) %.3f s | static %.3f s (%.2fx) | least loaded "
-               "alone %.3f s | in turn, stealing %.3f s | alone %.3f / %.3f s | ideal %.3f s (farm %.2fx of it) | "
-               "%llu steals\n",
-               items, s, d, d / s, l, t, alone[0], alone[1], ideal, s / ideal, static_cast<unsigned long long>(steals));
+  std::fprintf(
+      stderr,
+      "  work_stealing %u items: farm (least loaded, stealing) %.3f s | static %.3f s (%.2fx) | least loaded "
+      "alone %.3f s | in turn, stealing %.3f s | given costs %.3f s | alone %.3f / %.3f s | ideal %.3f s (farm "
+      "%.2fx of it) | %llu steals\n",
+      items, s, d, d / s, l, t, k, alone[0], alone[1], ideal, s / ideal, static_cast<unsigned long long>(steals));
 }
 
 } // namespace ringpipe::bench
