@@ -39,10 +39,13 @@ void farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   const std::uint32_t fill = outputs_[r].ring->size();
   const std::uint64_t fresh = in.fed - fill - in.taken;
   in.taken += fresh;
-  double fresh_cost = 0;
-  for (std::uint64_t k = 0; k < fresh; ++k) {
-    fresh_cost += in.in_ring.front();
-    in.in_ring.pop_front();
+  double fresh_cost = static_cast<double>(fresh); // one each, unless the farm was given costs
+  if (options_.cost) {
+    fresh_cost = 0;
+    for (std::uint64_t k = 0; k < fresh; ++k) {
+      fresh_cost += in.in_ring.front();
+      in.in_ring.pop_front();
+    }
   }
   if (!in.backed) { // its ring was not full at the last turn: it may have waited for items
     in.window_open = false;
@@ -148,7 +151,7 @@ std::size_t farm_dealer::turn() {
       const item& next = queues_[r].front();
       ledger_->given(r, next.seq); // before the push: the merger may see its result at once
       (void)ring.try_push_bytes(next.bytes.data());
-      intake_[r].in_ring.push_back(next.cost);
+      if (options_.cost) intake_[r].in_ring.push_back(next.cost);
       fed_cost += next.cost;
       queues_[r].pop_front();
       --queued_, ++moved, ++fed;

@@ -68,7 +68,7 @@ private:
   struct intake {
     std::uint64_t fed = 0;      // items pushed into its ring
     std::uint64_t taken = 0;    // of those, taken by the replica
-    std::deque<double> in_ring; // the costs of the items fed and not yet taken, in order
+    std::deque<double> in_ring; // with farm_options::cost: the costs of the items fed and not yet taken
     std::uint64_t window_items = 0;
     double window_cost = 0;
     bool backed = false;      // its ring was full after the last turn's feeding

@@ -106,7 +106,6 @@ pipeline_metrics runner::metrics() const {
       if (const auto* dealer = dynamic_cast<const farm_dealer*>(sr.actor.get())) {
         sm.steals = dealer->steals.load(std::memory_order_relaxed);
         sm.stolen = dealer->stolen.load(std::memory_order_relaxed);
-        sm.drain_imbalance = dealer->balance().imbalance;
       }
     } else if (sr.port) {
       sm.mode = "application";
@@ -117,12 +116,15 @@ pipeline_metrics runner::metrics() const {
     }
     m.stages.push_back(std::move(sm));
   }
-  // A farm's replicas: the speed its dealer deals by.
-  for (const auto& sr : stages_)
-    if (const auto* dealer = dynamic_cast<const farm_dealer*>(sr.actor.get()))
-      for (const auto& replica : dealer->balance().devices)
+  // A farm's dealer row (m.stages[i] is stage i) and its replicas: the speeds it deals by.
+  for (std::size_t i = 0; i < stages_.size(); ++i)
+    if (const auto* dealer = dynamic_cast<const farm_dealer*>(stages_[i].actor.get())) {
+      const auto balance = dealer->balance();
+      m.stages[i].drain_imbalance = balance.imbalance;
+      for (const auto& replica : balance.devices)
         for (auto& row : m.stages)
           if (row.name == replica.name) row.intake_per_s = replica.measured ? replica.speed : 0;
+    }
   for (const auto& a : actors_) {
     const bool user_stage =
         std::any_of(stages_.begin(), stages_.end(), [&](const stage_run& s) { return s.actor == a; });
