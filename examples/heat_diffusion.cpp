@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     const auto run_steps = [&](split_array<float>& a, split_array<float>& b, std::size_t count) {
       std::printf("%zu steps over %s:\n", count, a.layout().describe().c_str());
       for (const auto& piece : a.layout().pieces())
-        std::printf("  [%8zu, %8zu) on %s\n", piece.range.first, piece.range.last, piece.dev->label().c_str());
+        std::printf("  [%8zu, %8zu) on %s\n", piece.ranges.front().first, piece.ranges.back().last,
+                    piece.dev->label().c_str());
       parallel_for_report last;
       const auto start = std::chrono::steady_clock::now();
       for (std::size_t s = 0; s < count; ++s) {

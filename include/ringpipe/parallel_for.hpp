@@ -48,13 +48,16 @@ struct parallel_for_options {
   /// cores of their own (sub-devices partitioned by cores, another socket).
   bool cpu_devices_share_cores = true;
   /// Called on the calling thread before each chunk is enqueued on a device; a throw fails that
-  /// device (its chunks go to the others). For tests and fault injection.
+  /// device (its chunks go to the others). For tests and fault injection. Over split arrays the
+  /// range is in piece order (see chunk_record).
   std::function<void(const device&, index_range)> before_chunk = nullptr;
 };
 
 /// One chunk as it ran.
 struct chunk_record {
   std::size_t device = 0; ///< position in parallel_for_report::devices
+  /// Its indices; over split arrays, positions in piece order (piece 0's elements, then piece
+  /// 1's, ...), which are the indices unless the layout is cyclic.
   index_range range;
   std::size_t issued = 0; ///< order in which chunks were handed out
   double seconds = 0;     ///< from when the device could start it to its end
@@ -101,6 +104,14 @@ template <class T> struct per_device {
 /// position 0, as a long (negative by the halo for the first piece).
 struct piece_origin_t {};
 inline constexpr piece_origin_t piece_origin{};
+/// Runs over split arrays: the running piece's elements per block, and the global indices from
+/// one of its blocks to the next, as longs: storage position i holds global index
+/// origin + (i / grain) * stride + i % grain (split_layout::grain() and stride() when cyclic; the
+/// piece's whole storage as one block when contiguous).
+struct piece_grain_t {};
+inline constexpr piece_grain_t piece_grain{};
+struct piece_stride_t {};
+inline constexpr piece_stride_t piece_stride{};
 class split_bytes;
 template <class T> class split_array;
 template <class C> auto input(const C& values) {
@@ -115,7 +126,17 @@ template <class C> auto output(C& values) {
 
 namespace detail {
 struct parallel_arg {
-  enum class kind { value, per_device, chunk_input, whole_input, output, split, piece_origin } how = kind::value;
+  enum class kind {
+    value,
+    per_device,
+    chunk_input,
+    whole_input,
+    output,
+    split,
+    piece_origin,
+    piece_grain,
+    piece_stride
+  } how = kind::value;
   std::size_t element = 0;            ///< bytes of one element (arrays) or of the value
   std::size_t count = 0;              ///< elements of an array
   const void* from = nullptr;         ///< input arrays
@@ -141,6 +162,12 @@ template <class T> parallel_arg to_arg(const output_array<T>& a) {
 template <class T> parallel_arg to_arg(const split_array<T>& a); // split_array.hpp
 inline parallel_arg to_arg(const piece_origin_t&) {
   return {parallel_arg::kind::piece_origin, sizeof(cl_long), 1, nullptr, nullptr, {}};
+}
+inline parallel_arg to_arg(const piece_grain_t&) {
+  return {parallel_arg::kind::piece_grain, sizeof(cl_long), 1, nullptr, nullptr, {}};
+}
+inline parallel_arg to_arg(const piece_stride_t&) {
+  return {parallel_arg::kind::piece_stride, sizeof(cl_long), 1, nullptr, nullptr, {}};
 }
 template <class T> parallel_arg to_arg(const per_device<T>& a) {
   return make_value(a.values.data(), a.values.size(), parallel_arg::kind::per_device);

@@ -2,13 +2,18 @@
 // An array of n elements split over devices: each device keeps its piece (a device_array, in
 // shared memory where the device has it) for as long as the array lives, and parallel_for runs
 // each piece's indices on the device that holds it, so the data never crosses the host between
-// runs. Pieces are contiguous (block or weighted partitions) and may keep `halo` elements of each
-// neighbour, refreshed by exchange_halos() with peer copies on the path choose_copy() gives.
+// runs. Each device holds one piece. Under a block or weighted partition a piece is one contiguous
+// range and may keep `halo` elements of each neighbour, refreshed by exchange_halos() with peer
+// copies on the path choose_copy() gives. Under a cyclic partition a piece is every D-th block of
+// `grain` elements (D devices), stored one block after another, so that work whose cost grows
+// along the index is spread evenly; cyclic pieces have no halos.
 //
 // A kernel sees its piece: work-item get_global_id(0) handles the element at that position of the
 // piece's storage, whose first `halo` elements are the left neighbour's (so x[i - 1] and x[i + 1]
-// are the neighbours of x[i] up to the halo); `piece_origin` passes the global index of storage
-// position 0 as a long, for kernels that need the global index.
+// are the neighbours of x[i] up to the halo). Kernels that need the global index take
+// `piece_origin`, `piece_grain` and `piece_stride` (longs: the global index of storage position 0,
+// the elements per block, the global indices from one block to the next); under every layout
+// position i is global index origin + (i / grain) * stride + i % grain (origin + i when contiguous).
 //
 //   ringpipe::split_array<float> x(rt, n, "x", {.halo = 1}), y(x.layout(), "y");
 //   x.write(host);
@@ -31,23 +36,26 @@
 namespace ringpipe {
 
 struct split_options {
-  partitioner partition = block_partition{};         ///< contiguous: block or weighted (by device)
+  partitioner partition = block_partition{};         ///< block, weighted (by device) or cyclic
   std::vector<std::size_t> devices = {};             ///< positions in runtime::devices(); empty: every device
   std::size_t halo = 0;                              ///< elements kept of each neighbour, on each side
   std::optional<array_memory> memory = std::nullopt; ///< default: shared where the device has it
 };
 
-/// One device's part: the elements `range` of the array, stored with `halo` more on each side.
+/// One device's part: the elements `ranges` of the array (one range unless the layout is cyclic),
+/// stored one after another, with `halo` more on each side.
 struct split_piece {
   const device* dev = nullptr;
-  index_range range;
+  std::vector<index_range> ranges; ///< in index order
+  /// The elements it holds (not counting halos).
+  std::size_t size() const noexcept;
 };
 
 /// Where the elements of a split array live. Devices the partition gives nothing hold no piece.
 class split_layout {
 public:
-  /// Refused (errc::invalid_argument, naming `what`): a partition that is not contiguous, a
-  /// device named twice or missing, a piece smaller than the halo.
+  /// Refused (errc::invalid_argument, naming `what`): a dynamic partition, a cyclic one with a
+  /// halo, a device named twice or missing, a piece smaller than the halo.
   split_layout(runtime& rt, std::size_t n, const split_options& options, const std::string& what = "split layout");
 
   runtime& owner() const noexcept { return *rt_; }
@@ -56,6 +64,12 @@ public:
   const std::vector<split_piece>& pieces() const noexcept { return pieces_; }
   /// The piece that holds global index `i` (i < size()).
   std::size_t piece_of(std::size_t i) const;
+  /// Where global index `i` is in its piece's storage (counting the halo before it).
+  std::size_t position_of(std::size_t i) const;
+  /// Cyclic layouts: elements per block, and the global indices from a piece's block to its next
+  /// (grain x pieces). Both 0 when the pieces are contiguous.
+  std::size_t grain() const noexcept { return grain_; }
+  std::size_t stride() const noexcept { return grain_ * pieces_.size(); }
   /// "block over 2 devices, halo 1".
   const std::string& describe() const noexcept { return text_; }
   /// The same pieces on the same devices with the same halo.
@@ -65,6 +79,7 @@ private:
   runtime* rt_;
   std::size_t n_;
   std::size_t halo_;
+  std::size_t grain_ = 0; // cyclic: elements per block; 0: contiguous pieces
   std::vector<split_piece> pieces_;
   std::string text_;
 };
@@ -72,6 +87,8 @@ private:
 /// A split array without its element type.
 class split_bytes {
 public:
+  static constexpr std::size_t max_device_copies = 4096;
+
   split_bytes(runtime& rt, std::size_t n, std::size_t element, std::string name, const split_options& options);
   split_bytes(const split_layout& layout, std::size_t element, std::string name,
               std::optional<array_memory> memory = std::nullopt);
@@ -92,7 +109,10 @@ public:
   /// Each piece's halos get its neighbours' edge elements (device to device, every copy at once).
   void exchange_halos(std::chrono::milliseconds timeout) const;
   /// Copies every element into `to` (the same size, any layout): each part of a piece straight
-  /// into the piece of `to` that holds it, device to device; then `to`'s halos are exchanged.
+  /// into the piece of `to` that holds it, device to device (one copy per run of elements that
+  /// is contiguous on both sides; through the host when that would be more than
+  /// max_device_copies copies, as cyclic layouts of small grain give); then `to`'s halos are
+  /// exchanged.
   void copy_into(const split_bytes& to, std::chrono::milliseconds timeout) const;
 
 private:

@@ -26,6 +26,8 @@ std::string kind_name(kind k) {
   case kind::output: return "output";
   case kind::split: return "split array";
   case kind::piece_origin: return "piece_origin";
+  case kind::piece_grain: return "piece_grain";
+  case kind::piece_stride: return "piece_stride";
   }
   return "?";
 }
@@ -115,7 +117,9 @@ void parallel_kernel::check_split_arguments(const std::string& what, std::size_t
     if (first != nullptr && host_array)
       throw error(errc::invalid_argument, arg + ": a run over split arrays takes split arrays and values, not host "
                                                 "arrays (write host data into a split array laid out alike)");
-    if (first == nullptr && args[i].how == kind::piece_origin)
+    const bool about_pieces =
+        args[i].how == kind::piece_origin || args[i].how == kind::piece_grain || args[i].how == kind::piece_stride;
+    if (first == nullptr && about_pieces)
       throw error(errc::invalid_argument, arg + ": only runs over split arrays have pieces");
   }
   if (first == nullptr) return;

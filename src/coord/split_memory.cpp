@@ -21,7 +21,9 @@ bool runs_over_split_arrays(const std::vector<parallel_arg>& args) noexcept {
 }
 
 split_memory::split_memory(const std::vector<const device*>& lanes, const std::vector<parallel_arg>& args)
-    : lanes_(lanes), layout_(first_split(args).layout()), described_(first_split(args).describe()) {
+    : lanes_(lanes), layout_(first_split(args).layout()), starts_{0}, described_(first_split(args).describe()) {
+  for (const split_piece& p : layout_.pieces())
+    starts_.push_back(starts_.back() + p.size());
   for (const auto& a : args) {
     storage_.emplace_back();
     if (a.how == kind::split)
@@ -36,15 +38,29 @@ void split_memory::bind(std::size_t lane, cl::Kernel& kernel, const std::vector<
       bind_value(lane, kernel, static_cast<cl_uint>(i), args[i]);
 }
 
+std::size_t split_memory::piece_at(std::size_t at) const {
+  const auto after = std::upper_bound(starts_.begin() + 1, starts_.end(), at);
+  if (after == starts_.end())
+    throw error(errc::invalid_argument, "position " + std::to_string(at) + " past the pieces of " + described_);
+  return static_cast<std::size_t>(after - starts_.begin()) - 1;
+}
+
 std::size_t split_memory::bind_chunk(std::size_t, cl::Kernel& kernel, const std::vector<parallel_arg>& args,
                                      index_range r) const {
-  const std::size_t p = layout_.piece_of(r.first);
-  const index_range piece = layout_.pieces()[p].range;
+  const std::size_t p = piece_at(r.first);
+  const split_piece& piece = layout_.pieces()[p];
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto index = static_cast<cl_uint>(i);
     if (args[i].how == kind::piece_origin) {
-      const auto origin = static_cast<cl_long>(piece.first) - static_cast<cl_long>(layout_.halo());
+      const auto origin = static_cast<cl_long>(piece.ranges.front().first) - static_cast<cl_long>(layout_.halo());
       cl_call("clSetKernelArg (parallel_for piece_origin)", [&] { kernel.setArg(index, origin); });
+    } else if (args[i].how == kind::piece_grain || args[i].how == kind::piece_stride) {
+      // Contiguous: the whole storage is one block, so position i is origin + i.
+      const std::size_t whole = piece.size() + 2 * layout_.halo();
+      const std::size_t v = layout_.grain() == 0               ? whole
+                            : args[i].how == kind::piece_grain ? layout_.grain()
+                                                               : layout_.stride();
+      cl_call("clSetKernelArg (parallel_for piece layout)", [&] { kernel.setArg(index, static_cast<cl_long>(v)); });
     } else if (args[i].how == kind::split) {
       const array_bytes& s = storage_[i][p];
       if (s.memory() == array_memory::shared) {
@@ -56,25 +72,28 @@ std::size_t split_memory::bind_chunk(std::size_t, cl::Kernel& kernel, const std:
     }
   }
   // Work-item i of the chunk handles storage position i: the piece's elements start after the halo.
-  return layout_.halo() + (r.first - piece.first);
+  return layout_.halo() + (r.first - starts_[p]);
 }
 
 bool split_memory::reaches(std::size_t lane, index_range r) const {
-  const device& holder = *layout_.pieces()[layout_.piece_of(r.first)].dev;
+  const device& holder = *layout_.pieces()[piece_at(r.first)].dev;
   return lanes_[lane] == &holder || lanes_[lane]->shares_context_with(holder);
 }
 
 std::vector<std::vector<index_range>> split_memory::owned() const {
   std::vector<std::vector<index_range>> out(lanes_.size());
-  for (const split_piece& p : layout_.pieces())
+  for (std::size_t p = 0; p < layout_.pieces().size(); ++p)
     for (std::size_t l = 0; l < lanes_.size(); ++l)
-      if (lanes_[l] == p.dev) out[l].push_back(p.range);
+      if (lanes_[l] == layout_.pieces()[p].dev) out[l].push_back(positions(p));
   return out;
 }
 
 std::string split_memory::where(index_range r) const {
-  const split_piece& p = layout_.pieces()[layout_.piece_of(r.first)];
-  return "the piece " + to_string(p.range) + " of " + described_ + ", held by " + p.dev->label();
+  const std::size_t p = piece_at(r.first);
+  const split_piece& piece = layout_.pieces()[p];
+  const std::string held =
+      piece.ranges.size() == 1 ? to_string(piece.ranges.front()) : std::to_string(piece.ranges.size()) + " blocks";
+  return "the piece " + std::to_string(p) + " (" + held + ") of " + described_ + ", held by " + piece.dev->label();
 }
 
 } // namespace ringpipe::detail
