@@ -2,12 +2,14 @@
 // it moves by hand: dealt least loaded, the replica that takes items four times as fast gets about
 // four fifths of them and the queues would drain together; dealt in turn it gets half (the slow
 // replica's queue fills the dealer's room and the fast one waits). The speeds are learnt from how
-// fast each ring empties.
+// fast each ring empties; when one slows, what it holds moves to the other as soon as that is
+// learnt.
 #include "../src/actor/farm.hpp"
 #include "manual_executor.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 
@@ -32,6 +34,7 @@ struct dealer_rig {
   bool feeding = true;
 
   std::array<double, 2> credit{}, taken_cost{};
+  std::vector<int> times_taken; // per item
 
   /// Item i costs 7 when odd, 1 when even (with `by_cost`; else the dealer counts 1 each).
   static double cost(std::uint64_t i) { return i % 2 == 1 ? 7 : 1; }
@@ -64,6 +67,8 @@ struct dealer_rig {
     for (std::size_t r = 0; r < 2; ++r)
       for (int k = 0; k < per_tick[r] && rings[r]->try_pop_bytes(&item); ++k) {
         ++taken[r];
+        times_taken.resize(std::max<std::size_t>(times_taken.size(), item + 1));
+        ++times_taken[item];
         ledger->passed_on.fetch_add(1);
       }
     ex->advance(100us);
@@ -174,6 +179,32 @@ TEST(FarmDealer, ACostThatIsNotPositiveFailsTheDealerNamingTheFarmAndItem) {
   rig.ex->run_ready();
   EXPECT_TRUE(dealer->failed.load());
   EXPECT_NE(failure.find("farm 'work': item 5 costs -1"), std::string::npos) << failure;
+}
+
+// Items are dealt at the speeds known then. When a replica slows, its queue (dealt for the old
+// speed) would drain last; once its new speed is learnt the dealer moves the excess at once, not
+// when another replica runs dry (only a steal did that before).
+TEST(FarmDealer, WhenAReplicaSlowsItsExcessMovesAsSoonAsTheSpeedIsLearnt) {
+  dealer_rig rig(farm_dealing::least_loaded, true);
+  for (int t = 0; t < 1000; ++t)
+    rig.tick({4, 4});
+  ASSERT_EQ(rig.dealer->rebalances.load(), 0u) << "equal speeds, even queues\n" << rig.dealer->balance().table();
+  balance_report seen;
+  for (int t = 0; t < 2000; ++t) {
+    rig.tick({4, 1});
+    seen = rig.dealer->balance();
+    if (seen.devices[1].speed < 0.5 * seen.devices[0].speed) break;
+  }
+  ASSERT_LT(seen.devices[1].speed, 0.5 * seen.devices[0].speed) << "the slowdown was never learnt\n" << seen.table();
+  EXPECT_GE(rig.dealer->rebalances.load(), 1u) << seen.table();
+  EXPECT_GT(rig.dealer->rebalanced.load(), 0u);
+  EXPECT_LE(seen.imbalance, 1.2) << "the slow replica kept what was dealt for its old speed\n" << seen.table();
+  rig.feeding = false;
+  for (int t = 0; t < 2000 && rig.taken[0] + rig.taken[1] < rig.next; ++t)
+    rig.tick({4, 1});
+  ASSERT_EQ(rig.times_taken.size(), rig.next);
+  EXPECT_EQ(std::count(rig.times_taken.begin(), rig.times_taken.end(), 1), static_cast<std::ptrdiff_t>(rig.next))
+      << "every item taken once";
 }
 
 TEST(FarmDealer, EqualReplicasShareEvenly) {

@@ -4,9 +4,12 @@
 // load_balancer over the replicas, which learns how fast each takes items) or in turn, and feeds
 // each replica's ring from its queue; a replica whose queue runs dry steals from the queue that
 // would drain last as many items as even their drain times (half, between replicas of one speed;
-// the items dealt last). A merger gathers the results and, for an ordered
+// the items dealt last). When a replica's measured speed changes so that the queues would drain
+// more than 1.2x apart (it slowed, and holds what was dealt for its old speed), the balancer's
+// rebalance plan moves the excess at once. A merger gathers the results and, for an ordered
 // farm, restores the input order. Every item is processed exactly once; the stage's metrics count
-// steals and show each replica's measured speed and how evenly the queues would drain.
+// steals and rebalances and show each replica's measured speed and how evenly the queues would
+// drain.
 //
 //        +-> [queue 0] -> kernel on device 0 -+
 //   in --+-> [queue 1] -> kernel on device 1 -+-> merge (in order) -> out
@@ -39,7 +42,9 @@ struct farm_options {
   /// or too few fails the pipeline, naming it.
   bool ordered = true;
   farm_dealing dealing = farm_dealing::least_loaded;
-  bool steal = true; ///< false: items stay where they were dealt
+  /// false: items stay where they were dealt. true: a dry replica steals and, dealt least loaded,
+  /// queues are evened when a changed speed leaves them more than 1.2x apart in drain time.
+  bool steal = true;
   /// Items queued per replica (queue x replicas in all) before the dealer stops taking input;
   /// until a replica's speed is measured, each queues its ring's worth.
   std::uint32_t queue = 4096;

@@ -37,10 +37,12 @@ struct stage_metrics {
   std::uint32_t queue_fill = 0; ///< messages waiting in its input ring(s)
   std::uint32_t queue_capacity = 0;
   std::uint32_t queue_high_water = 0;
-  double busy_s = 0;          ///< host stages: time spent in the stage's function
-  std::uint64_t launches = 0; ///< kernels: launches (1 for persistent; relaunches for parked/batched)
-  std::uint64_t steals = 0;   ///< farm dealers: times a dry replica took from another's queue
-  std::uint64_t stolen = 0;   ///< farm dealers: items those steals moved
+  double busy_s = 0;            ///< host stages: time spent in the stage's function
+  std::uint64_t launches = 0;   ///< kernels: launches (1 for persistent; relaunches for parked/batched)
+  std::uint64_t steals = 0;     ///< farm dealers: times a dry replica took from another's queue
+  std::uint64_t stolen = 0;     ///< farm dealers: items those steals moved
+  std::uint64_t rebalances = 0; ///< farm dealers: times a changed speed left the queues uneven and they were evened
+  std::uint64_t rebalanced = 0; ///< farm dealers: items those rebalances moved
   /// Farm dealers: how evenly the replicas' queues would drain, max / mean over the replicas of
   /// the items queued for them over their speed (1: even, or nothing queued).
   double drain_imbalance = 1;

@@ -34,7 +34,7 @@ farm_dealer::farm_dealer(std::shared_ptr<poll_executor> executor, std::string na
       balancer_(std::move(capability), std::move(replica_names)), intake_(ledger_->replicas()),
       queues_(ledger_->replicas()) {}
 
-void farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
+bool farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   auto& in = intake_[r];
   const std::uint32_t fill = outputs_[r].ring->size();
   const std::uint64_t fresh = in.fed - fill - in.taken;
@@ -49,23 +49,25 @@ void farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   }
   if (!in.backed) { // its ring was not full at the last turn: it may have waited for items
     in.window_open = false;
-    return;
+    return false;
   }
   // A kernel takes items in claims (a batched one takes its whole ring at a launch): a window runs
   // from one look that saw a claim to a later one, counting the claims after its first, so that
   // it holds as many claims as processing periods; at least two rings' worth and a millisecond.
-  if (fresh == 0) return;
+  if (fresh == 0) return false;
   if (!in.window_open) {
     in.window_open = true, in.window_items = 0, in.window_cost = 0, in.window_start = now;
-    return;
+    return false;
   }
   in.window_items += fresh, in.window_cost += fresh_cost;
   const auto took = now - in.window_start;
   if (in.window_items >= 2 * std::uint64_t{outputs_[r].ring->capacity()} && took >= std::chrono::milliseconds(1)) {
     balancer_.learn_speed(r, took, in.window_cost);
-    measured_ = true;
+    measured_ = in.measured = true;
     in.window_items = 0, in.window_cost = 0, in.window_start = now;
+    return true;
   }
+  return false;
 }
 
 std::size_t farm_dealer::queue_limit() const {
@@ -109,26 +111,47 @@ void farm_dealer::steal_for(std::size_t thief) {
   if (victim == thief) return;
   const double thief_speed = balancer_.speed(thief);
   const double target = balancer_.load(victim) * thief_speed / (thief_speed + balancer_.speed(victim));
-  // The items dealt last: the victim keeps those it will reach first.
-  auto& from = queues_[victim];
-  auto& to = queues_[thief];
+  if (const std::size_t take = move_queued(victim, thief, target); take != 0) {
+    steals.fetch_add(1, std::memory_order_relaxed);
+    stolen.fetch_add(take, std::memory_order_relaxed);
+  }
+}
+
+void farm_dealer::rebalance() {
+  // Only on measured speeds: a prior (compute units) says too little to move work on.
+  if (!std::all_of(intake_.begin(), intake_.end(), [](const intake& in) { return in.measured; })) return;
+  std::size_t moved = 0;
+  for (const rebalance_move& m : balancer_.rebalance_plan())
+    moved += move_queued(m.from, m.to, m.load);
+  if (moved == 0) return;
+  rebalances.fetch_add(1, std::memory_order_relaxed);
+  rebalanced.fetch_add(moved, std::memory_order_relaxed);
+}
+
+std::size_t farm_dealer::move_queued(std::size_t from, std::size_t to, double cost) {
+  // The items dealt last: `from` keeps those it will reach first.
+  auto& source = queues_[from];
   std::size_t take = 0;
   double moved = 0;
-  for (auto it = from.rbegin(); it != from.rend() && moved + it->cost <= target; ++it)
+  const double most = cost * (1 + 1e-9); // a plan's cost is a sum of the same items' costs
+  for (auto it = source.rbegin(); it != source.rend() && moved + it->cost <= most; ++it)
     moved += it->cost, ++take;
-  if (take == 0) return;
-  std::move(from.end() - static_cast<std::ptrdiff_t>(take), from.end(), std::back_inserter(to));
-  from.erase(from.end() - static_cast<std::ptrdiff_t>(take), from.end());
-  balancer_.apply({victim, thief, take, moved});
-  steals.fetch_add(1, std::memory_order_relaxed);
-  stolen.fetch_add(take, std::memory_order_relaxed);
+  if (take == 0) return 0;
+  std::move(source.end() - static_cast<std::ptrdiff_t>(take), source.end(), std::back_inserter(queues_[to]));
+  source.erase(source.end() - static_cast<std::ptrdiff_t>(take), source.end());
+  balancer_.apply({from, to, take, moved});
+  return take;
 }
 
 std::size_t farm_dealer::turn() {
   std::size_t moved = 0;
   const auto at = now();
+  bool learnt = false;
   for (std::size_t r = 0; r < queues_.size(); ++r)
-    measure_intake(r, at);
+    learnt |= measure_intake(r, at);
+  // Dealing keeps the drain times even at the speeds known when each item was dealt; when a speed
+  // changes (a device slowed), what it holds is moved now rather than when another runs dry.
+  if (learnt && options_.steal && options_.dealing == farm_dealing::least_loaded) rebalance();
   // Deal: number each item and queue it at the replica deal_to() picks, while the queues have room.
   const std::size_t limit = queue_limit();
   const std::uint64_t ahead = 2 * std::uint64_t{options_.queue + options_.ring} * queues_.size();

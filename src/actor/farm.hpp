@@ -46,8 +46,10 @@ public:
   farm_dealer(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
               std::shared_ptr<farm_ledger> ledger, farm_options options, std::vector<double> capability,
               std::vector<std::string> replica_names);
-  std::atomic<std::uint64_t> steals{0}; ///< times a dry replica took from another's queue
-  std::atomic<std::uint64_t> stolen{0}; ///< items moved by those steals
+  std::atomic<std::uint64_t> steals{0};     ///< times a dry replica took from another's queue
+  std::atomic<std::uint64_t> stolen{0};     ///< items moved by those steals
+  std::atomic<std::uint64_t> rebalances{0}; ///< times queues drifted apart (a speed changed) and were evened
+  std::atomic<std::uint64_t> rebalanced{0}; ///< items moved by those rebalances
   std::uint64_t held() const noexcept override { return held_.load(std::memory_order_acquire); }
   /// Per replica: items queued for it, its measured speed (items per second) and how evenly the
   /// queues would drain. Any thread.
@@ -73,15 +75,21 @@ private:
     double window_cost = 0;
     bool backed = false;      // its ring was full after the last turn's feeding
     bool window_open = false; // window_start was a look that saw a claim
+    bool measured = false;    // a speed has been learnt
     clock::time_point window_start{};
   };
-  void measure_intake(std::size_t r, clock::time_point now);
+  /// Counts what replica r took since the last turn; true when that gave a new speed sample.
+  bool measure_intake(std::size_t r, clock::time_point now);
   /// An item's cost (farm_options::cost; refused, naming the farm, unless finite and > 0).
   double cost_of(const std::byte* item, std::uint64_t seq) const;
   std::size_t deal_to(double cost);
   /// How many items the queues may hold in all now.
   std::size_t queue_limit() const;
   void steal_for(std::size_t thief);
+  /// After a speed changed: the balancer's plan, when the queues' drain times drift apart.
+  void rebalance();
+  /// Moves the items dealt last from `from`'s queue to `to`'s, up to `cost` of them; the count.
+  std::size_t move_queued(std::size_t from, std::size_t to, double cost);
   std::shared_ptr<farm_ledger> ledger_;
   farm_options options_;
   load_balancer balancer_;

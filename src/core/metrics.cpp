@@ -92,9 +92,10 @@ std::string pipeline_metrics::table() const {
   for (const auto& s : stages)
     if (s.kind == stage_kind::dealer) {
       const auto farm = std::string_view(s.name).substr(0, s.name.size() - 5); // less ":deal"
-      t += format("farm %s: %llu steals moved %llu items between replica queues; replica queues max/mean %.2f, "
-                  "drain time max/mean %.2f; replicas take",
+      t += format("farm %s: %llu steals moved %llu items between replica queues, %llu rebalances moved %llu; replica "
+                  "queues max/mean %.2f, drain time max/mean %.2f; replicas take",
                   s.name.c_str(), static_cast<unsigned long long>(s.steals), static_cast<unsigned long long>(s.stolen),
+                  static_cast<unsigned long long>(s.rebalances), static_cast<unsigned long long>(s.rebalanced),
                   farm_imbalance(farm), s.drain_imbalance);
       for (const auto& r : stages)
         if (is_replica_of(r, farm)) t += r.intake_per_s > 0 ? format(" %.3g", r.intake_per_s) : std::string(" -");
@@ -136,7 +137,9 @@ std::string pipeline_metrics::json() const {
          ", \"queue_capacity\": " + std::to_string(s.queue_capacity) +
          ", \"queue_high_water\": " + std::to_string(s.queue_high_water) + ", \"busy_s\": " + json_number(s.busy_s) +
          ", \"launches\": " + std::to_string(s.launches) + ", \"steals\": " + std::to_string(s.steals) +
-         ", \"stolen\": " + std::to_string(s.stolen) + ", \"drain_imbalance\": " + json_number(s.drain_imbalance) +
+         ", \"stolen\": " + std::to_string(s.stolen) + ", \"rebalances\": " + std::to_string(s.rebalances) +
+         ", \"rebalanced\": " + std::to_string(s.rebalanced) +
+         ", \"drain_imbalance\": " + json_number(s.drain_imbalance) +
          ", \"intake_per_s\": " + json_number(s.intake_per_s) + "}";
   }
   j += "], \"links\": [";

@@ -106,6 +106,8 @@ pipeline_metrics runner::metrics() const {
       if (const auto* dealer = dynamic_cast<const farm_dealer*>(sr.actor.get())) {
         sm.steals = dealer->steals.load(std::memory_order_relaxed);
         sm.stolen = dealer->stolen.load(std::memory_order_relaxed);
+        sm.rebalances = dealer->rebalances.load(std::memory_order_relaxed);
+        sm.rebalanced = dealer->rebalanced.load(std::memory_order_relaxed);
       }
     } else if (sr.port) {
       sm.mode = "application";
