@@ -33,6 +33,8 @@ class Results:
     def __init__(self, doc):
         self.rows = [(family(run), r) for run, results in runs_of(doc) for r in results]
         self.families = list(dict.fromkeys(f for f, _ in self.rows))
+        # What the file calls its builds ({"before": "...", "after": "..."}), where it says.
+        self.labels = doc.get("labels", {}) if isinstance(doc, dict) else {}
 
     def named(self, name):
         return [(f, r) for f, r in self.rows if r["name"] == name]

@@ -25,8 +25,13 @@ constexpr farm_shape least_loaded_alone{"least_loaded", farm_dealing::least_load
 constexpr farm_shape stealing_alone{"in_turn_stealing", farm_dealing::in_turn, true};
 constexpr farm_shape by_cost{"least_loaded_by_cost", farm_dealing::least_loaded, true, true};
 
-double makespan(runtime& rt, std::vector<std::size_t> devices, farm_shape shape, std::uint32_t items,
-                std::uint64_t* steals, const settings& s) {
+/// What a farm's dealer moved between its replicas' queues.
+struct farm_moves {
+  std::uint64_t steals = 0, stolen = 0, rebalances = 0, rebalanced = 0;
+};
+
+double makespan(runtime& rt, std::vector<std::size_t> devices, farm_shape shape, std::uint32_t items, farm_moves* moves,
+                const settings& s) {
   pipeline_options options{.name = shape.name};
   const auto view = watch(s, options);
   pipeline p(rt, options);
@@ -54,9 +59,9 @@ double makespan(runtime& rt, std::vector<std::size_t> devices, farm_shape shape,
   p.run();
   const double secs = seconds_since(t0);
   if (bad != 0) throw std::runtime_error("work_stealing: " + std::to_string(bad) + " results wrong or out of order");
-  if (steals)
+  if (moves)
     for (const auto& st : p.metrics().stages)
-      if (st.kind == stage_kind::dealer) *steals = st.steals;
+      if (st.kind == stage_kind::dealer) *moves = {st.steals, st.stolen, st.rebalances, st.rebalanced};
   return secs;
 }
 
@@ -104,10 +109,10 @@ void work_stealing_topic(bench_context& c) {
     alone.push_back(percentile(t, 0.5));
   }
   std::vector<double> stat, steal, dealt, in_turn, costed;
-  std::uint64_t steals = 0;
+  farm_moves moves;
   for (std::size_t r = 0; r < runs; ++r) {
     stat.push_back(makespan(c.rt, {0, 1}, static_dealing, items, nullptr, c.s));
-    steal.push_back(makespan(c.rt, {0, 1}, as_it_comes, items, &steals, c.s));
+    steal.push_back(makespan(c.rt, {0, 1}, as_it_comes, items, &moves, c.s));
     dealt.push_back(makespan(c.rt, {0, 1}, least_loaded_alone, items, nullptr, c.s));
     in_turn.push_back(makespan(c.rt, {0, 1}, stealing_alone, items, nullptr, c.s));
     costed.push_back(makespan(c.rt, {0, 1}, by_cost, items, nullptr, c.s));
@@ -127,14 +132,18 @@ void work_stealing_topic(bench_context& c) {
                         {"ideal_s", ideal},
                         {"static_over_stealing", d / s},
                         {"stealing_over_ideal", s / ideal},
-                        {"steals", static_cast<double>(steals)}}});
+                        {"steals", static_cast<double>(moves.steals)},
+                        {"stolen", static_cast<double>(moves.stolen)},
+                        {"rebalanced", static_cast<double>(moves.rebalanced)}}});
   if (c.rt.devices().size() > 2) every_device(c, items, runs);
   std::fprintf(
       stderr,
       "  work_stealing %u items: farm (least loaded, stealing) %.3f s | static %.3f s (%.2fx) | least loaded "
       "alone %.3f s | in turn, stealing %.3f s | given costs %.3f s | alone %.3f / %.3f s | ideal %.3f s (farm "
-      "%.2fx of it) | %llu steals\n",
-      items, s, d, d / s, l, t, k, alone[0], alone[1], ideal, s / ideal, static_cast<unsigned long long>(steals));
+      "%.2fx of it) | %llu steals moved %llu, %llu rebalances %llu (the last run)\n",
+      items, s, d, d / s, l, t, k, alone[0], alone[1], ideal, s / ideal, static_cast<unsigned long long>(moves.steals),
+      static_cast<unsigned long long>(moves.stolen), static_cast<unsigned long long>(moves.rebalances),
+      static_cast<unsigned long long>(moves.rebalanced));
 }
 
 } // namespace ringpipe::bench
