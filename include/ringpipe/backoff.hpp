@@ -76,6 +76,11 @@ public:
   /// Whether this wait spins before it yields (spinning_helps, when it started).
   bool spins() const noexcept { return first_ == 0; }
   void wait() noexcept {
+    wait([](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
+  }
+  /// The same, sleeping with `sleep(duration)` (a waiter that can be woken early: a ring's
+  /// consumer, whose producer wakes it when it publishes).
+  template <class Sleep> void wait(Sleep&& sleep) noexcept {
     if (round_ < spin_rounds) {
       detail::cpu_relax();
     } else if (round_ < spin_rounds + yield_rounds) {
@@ -98,7 +103,7 @@ public:
       // 1,024-slot ring of small messages drains in less than that) and wakes ~6,000 times a
       // second when nothing comes.
       const auto step = std::min<unsigned>(round_ - spin_rounds - yield_rounds, 5);
-      std::this_thread::sleep_for(std::chrono::microseconds(5u << step));
+      sleep(std::chrono::microseconds(5u << step));
     }
     ++round_;
   }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -131,17 +132,27 @@ public:
   // Counter access with the orders of the protocol, for the ring's host-side movers.
   std::uint32_t load_head(std::memory_order o) const noexcept { return std::atomic_ref(header_->head).load(o); }
   std::uint32_t load_tail(std::memory_order o) const noexcept { return std::atomic_ref(header_->tail).load(o); }
-  void publish_head(std::uint32_t h) noexcept { std::atomic_ref(header_->head).store(h, std::memory_order_release); }
+  /// Publishes messages written into the slots, and wakes a consumer that asked for it.
+  void publish_head(std::uint32_t h) noexcept {
+    store_head(h);
+    wake_consumer();
+  }
   void publish_tail(std::uint32_t t) noexcept { std::atomic_ref(header_->tail).store(t, std::memory_order_release); }
   void note_fill(std::uint32_t fill) noexcept;
 
   /// Waits, with adaptive backoff, until `ready()` or `timeout`; false on timeout.
   template <class Ready> static bool wait_until(Ready&& ready, std::chrono::nanoseconds timeout);
+  /// The same for this ring's consumer: once it sleeps, a host push, publish, close or cancel
+  /// wakes it at once (a push that races its request is found when its sleep ends, as before).
+  template <class Ready> bool wait_as_consumer(Ready&& ready, std::chrono::nanoseconds timeout);
 
 private:
   void init(std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options);
   /// The consumer's view of the head: reloaded when it shows fewer than `want` messages.
   void refresh_consumer_cache(std::uint32_t tail, std::size_t want) noexcept;
+  void store_head(std::uint32_t h) noexcept { std::atomic_ref(header_->head).store(h, std::memory_order_release); }
+  /// The consumer's sleep in wait_as_consumer: up to `d`, or until a wake.
+  void sleep_as_consumer(std::chrono::microseconds d) noexcept;
   void note_pushed(std::uint32_t n) noexcept { pushed_.store(pushed() + n, std::memory_order_relaxed); }
   void note_popped(std::uint32_t n) noexcept { popped_.store(popped() + n, std::memory_order_relaxed); }
   /// After a push or close: one load on the producer's line while nobody waits.
@@ -171,6 +182,8 @@ private:
   std::string cancel_reason_;  // set once, before cancelled_
   std::mutex push_wake_mutex_; // taken once per wake, never on a push that wakes nobody
   std::function<void()> push_wake_;
+  std::mutex consumer_sleep_mutex_; // an application thread blocked in pop sleeps on it
+  std::condition_variable consumer_sleep_;
   alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes
 };
 
@@ -250,6 +263,16 @@ template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std
   return true;
 }
 
+template <class Ready> bool ringpipe::ring_buffer::wait_as_consumer(Ready&& ready, std::chrono::nanoseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  backoff b;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    b.wait([this](std::chrono::microseconds d) { sleep_as_consumer(d); });
+  }
+  return true;
+}
+
 template <class T>
 bool ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
   ec.clear();
@@ -276,7 +299,7 @@ template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds ti
   bool got = false;
   // A cancelled ring gives nothing more: what it holds is counted by the stop that cancelled it.
   const auto done = [&] { return buffer_->cancelled() || (got = buffer_->try_pop_bytes(&m)) || buffer_->drained(); };
-  if (done() || ring_buffer::wait_until(done, timeout)) {
+  if (done() || buffer_->wait_as_consumer(done, timeout)) {
     if (got) return true;
     if (buffer_->cancelled()) {
       ec = make_error_code(errc::cancelled);
@@ -326,7 +349,7 @@ std::size_t ringpipe::ring<T>::pop_some(std::span<T> ms, std::chrono::nanosecond
     got = buffer_->pop_n_bytes(ms.data(), ms.size());
     return got > 0 || ended;
   };
-  if (done() || ring_buffer::wait_until(done, timeout)) {
+  if (done() || buffer_->wait_as_consumer(done, timeout)) {
     if (got == 0 && !ended) ec = make_error_code(errc::cancelled);
     return got;
   }

@@ -129,7 +129,7 @@ bool ring_buffer::try_push_bytes(const void* message) noexcept {
   const auto head = load_head(std::memory_order_relaxed);
   if (head - producer_tail_cache_ == capacity_ && space() == 0) return false;
   std::memcpy(slot(head), message, slot_size_);
-  publish_head(head + 1);
+  store_head(head + 1);
   note_pushed(1);
   wake_consumer();
   return true;
@@ -150,7 +150,7 @@ std::size_t ring_buffer::push_n_bytes(const void* messages, std::size_t count) n
     i += run;
   }
   if (n > 0) {
-    publish_head(head + n);
+    store_head(head + n);
     note_pushed(n);
     wake_consumer();
   }
@@ -168,7 +168,7 @@ std::span<std::byte> ring_buffer::write_window(std::size_t max) noexcept {
 
 void ring_buffer::commit_push(std::size_t n) noexcept {
   if (n == 0) return;
-  publish_head(load_head(std::memory_order_relaxed) + static_cast<std::uint32_t>(n));
+  store_head(load_head(std::memory_order_relaxed) + static_cast<std::uint32_t>(n));
   note_pushed(static_cast<std::uint32_t>(n));
   wake_consumer();
 }
@@ -186,6 +186,9 @@ void ring_buffer::call_push_wake() noexcept {
     if (push_wake_) push_wake_();
   } catch (...) {
   }
+  // An application thread asleep in a pop: taking its mutex orders this after its last look.
+  { std::lock_guard lock(consumer_sleep_mutex_); }
+  consumer_sleep_.notify_all();
 }
 
 void ring_buffer::set_push_wake(std::function<void()> wake) {
@@ -265,10 +268,23 @@ bool ring_buffer::closed() const noexcept {
 }
 
 void ring_buffer::cancel(std::string reason) noexcept {
-  std::lock_guard lock(cancel_mutex_);
-  if (cancelled_.load(std::memory_order_relaxed)) return;
-  cancel_reason_ = std::move(reason);
-  cancelled_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(cancel_mutex_);
+    if (cancelled_.load(std::memory_order_relaxed)) return;
+    cancel_reason_ = std::move(reason);
+    cancelled_.store(true, std::memory_order_release);
+  }
+  { std::lock_guard lock(consumer_sleep_mutex_); } // a pop asleep now sees the cancel at once
+  consumer_sleep_.notify_all();
+}
+
+void ring_buffer::sleep_as_consumer(std::chrono::microseconds d) noexcept {
+  std::unique_lock lock(consumer_sleep_mutex_);
+  want_push_wake();
+  // Asked, then looked: a push or close after this look wakes the sleep below (the waker takes
+  // the mutex first); one that raced the request is found when the sleep ends.
+  if (size() != 0 || closed() || cancelled()) return;
+  consumer_sleep_.wait_for(lock, d);
 }
 
 std::string ring_buffer::cancel_reason() const {

@@ -2,6 +2,9 @@
 
 #include "bench.hpp"
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <span>
 #include <thread>
 
@@ -184,6 +187,64 @@ void spsc_baseline(const settings& s, std::vector<result>& out) {
             << " us\n";
 }
 
+// An application thread blocked in pop, a host thread pushing one message after each 2 ms of
+// quiet (the pop has backed off to its longest sleep by then): from push to pop returning, against
+// the same hand-over through a mutex and a condition variable, in the same run.
+void ring_wake(const settings& s, std::vector<result>& out) {
+  const std::uint32_t samples = s.quick ? 60 : 300;
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch()).count();
+  };
+  const auto run = [&](auto push, auto pop) {
+    std::vector<double> us;
+    std::thread producer([&] {
+      for (std::uint32_t i = 0; i < samples; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        push(now_ns());
+      }
+    });
+    for (std::uint32_t i = 0; i < samples; ++i) {
+      const std::int64_t pushed = pop();
+      us.push_back(static_cast<double>(now_ns() - pushed) / 1000.0);
+    }
+    producer.join();
+    return us;
+  };
+  ring<std::int64_t> q(1024);
+  const auto ours = run([&](std::int64_t t) { q.push(t, 10s); },
+                        [&] {
+                          std::int64_t t = 0;
+                          if (!q.pop(t, 10s)) throw std::runtime_error("ring_wake: lost a message");
+                          return t;
+                        });
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::int64_t> items;
+  const auto theirs = run(
+      [&](std::int64_t t) {
+        {
+          std::lock_guard lock(mutex);
+          items.push_back(t);
+        }
+        cv.notify_one();
+      },
+      [&] {
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [&] { return !items.empty(); });
+        const auto t = items.front();
+        items.pop_front();
+        return t;
+      });
+  result r{"ring_wake", {{"quiet_ms", "2"}}, {}};
+  r.metrics["ring_p50_us"] = percentile(ours, 0.5), r.metrics["ring_p90_us"] = percentile(ours, 0.9);
+  r.metrics["cv_p50_us"] = percentile(theirs, 0.5), r.metrics["cv_p90_us"] = percentile(theirs, 0.9);
+  r.metrics["cv_over_ring_p50"] = r.metrics["cv_p50_us"] / r.metrics["ring_p50_us"];
+  out.push_back(r);
+  std::cerr << "  ring_wake: push to pop after 2 ms of quiet, p50 " << r.metrics["ring_p50_us"] << " us (p90 "
+            << r.metrics["ring_p90_us"] << "); a condition variable " << r.metrics["cv_p50_us"] << " us (p90 "
+            << r.metrics["cv_p90_us"] << ")\n";
+}
+
 // A round's group of 64 work-items (every device's default before device_info::round_group)
 // against the device's default, persistent, alternated in one run: this VM's core-to-core latency
 // moves 3-4x between periods of a few seconds, and both must see the same ones.
@@ -242,6 +303,7 @@ void host_to_kernel_topic(bench_context& c) {
     relaunch_baseline<4096>(c.dev, c.s, c.results);
   }
   if (c.selected("spsc_baseline")) spsc_baseline(c.s, c.results);
+  if (c.selected("ring_wake")) ring_wake(c.s, c.results);
 }
 
 } // namespace ringpipe::bench

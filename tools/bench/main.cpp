@@ -51,6 +51,7 @@ const char* const usage = R"(usage: ringpipe-bench --json FILE [--filter REGEX] 
                   stderr is not a terminal (on a terminal the table is drawn without it)
 topics (names --filter matches):
   host_to_kernel, host_to_kernel.relaunch_baseline, spsc_baseline   rings into one kernel
+  ring_wake       a pop woken by a host push after quiet, against a condition variable
   round_group     a round's group of 64 against the device's default (8 on PoCL)
   kernel_to_kernel, cross_device, pipeline_latency, asio_baseline   pipelines, kernel to kernel
   versus          against a hand-written batched OpenCL program
