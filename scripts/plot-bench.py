@@ -101,7 +101,7 @@ def plot_versus(res, path, title):
     for i, fam in enumerate(res.families):
         vals = [res.series("versus", "shape", "ratio", {"shape": s}, fam).get(s) for s in shapes]
         if any(vals):
-            series.append((fam or "ringpipe", vals, dict(color=f"C{i}")))
+            series.append((res.labels.get(fam, fam) or "ringpipe", vals, dict(color=f"C{i}")))
     bars(ax, [s.replace("_", " ") for s in shapes], series, "ringpipe ÷ baseline (× better when > 1)", log=True)
     ax.axhline(1.0, **BASELINE, label="even with the baseline")
     ax.axhline(0.9, color="C3", linestyle=":", label="target 0.9× (throughput; round trip: 50×)")

@@ -175,6 +175,32 @@ TEST(Ring, BlockingRunsPassWholeAndSayWhyTheyStopped) {
   EXPECT_EQ(ec, make_error_code(errc::cancelled));
 }
 
+// A pop that has backed off to its sleeps is woken by the push (or finds it at its next look if
+// the push raced its request): every message arrives once and in order, and close ends the wait.
+TEST(Ring, APopAsleepGetsEveryMessageAfterEachQuietAndEndsOnClose) {
+  ring<msg> r(16, {"quiet"});
+  constexpr std::uint32_t bursts = 20, per_burst = 3;
+  std::thread producer([&] {
+    for (std::uint32_t b = 0, next = 0; b < bursts; ++b) {
+      std::this_thread::sleep_for(2ms); // the pop is asleep by now
+      for (std::uint32_t k = 0; k < per_burst; ++k, ++next)
+        r.push({next, check_of(next)}, 10s);
+    }
+    std::this_thread::sleep_for(2ms);
+    r.close();
+  });
+  std::uint32_t expected = 0;
+  msg m{};
+  while (r.pop(m, 10s)) {
+    ASSERT_EQ(m.seq, expected) << "lost, duplicated or reordered";
+    ASSERT_EQ(m.check, check_of(expected));
+    ++expected;
+  }
+  producer.join();
+  EXPECT_EQ(expected, bursts * per_burst);
+  EXPECT_TRUE(r.buffer().drained());
+}
+
 TEST(Ring, BatchesWrapAroundTheSlotArray) {
   ring<msg> r(8);
   std::vector<msg> in(6), out(8);
