@@ -162,6 +162,8 @@ private:
       call_push_wake();
   }
   void call_push_wake() noexcept;
+  /// Wakes an application thread asleep in wait_as_consumer.
+  void wake_sleeping_consumer() noexcept;
 
   std::string name_;
   ring_memory memory_ = ring_memory::host;

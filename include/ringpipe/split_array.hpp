@@ -49,6 +49,8 @@ struct split_piece {
   std::vector<index_range> ranges; ///< in index order
   /// The elements it holds (not counting halos).
   std::size_t size() const noexcept;
+  /// "[first, last)", or "12 blocks from 64" when cyclic: how names and errors show it.
+  std::string describe() const;
 };
 
 /// Where the elements of a split array live. Devices the partition gives nothing hold no piece.

@@ -63,7 +63,7 @@ bool farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   const auto took = now - in.window_start;
   if (in.window_items >= 2 * std::uint64_t{outputs_[r].ring->capacity()} && took >= std::chrono::milliseconds(1)) {
     balancer_.learn_speed(r, took, in.window_cost);
-    measured_ = in.measured = true;
+    in.measured = true;
     in.window_items = 0, in.window_cost = 0, in.window_start = now;
     return true;
   }
@@ -73,7 +73,8 @@ bool farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
 std::size_t farm_dealer::queue_limit() const {
   // Until a speed is measured each replica queues a ring's worth, so that the first items are not
   // all dealt on the priors (compute units say little of a kernel's speed); then up to `queue`.
-  if (measured_) return std::size_t{options_.queue} * queues_.size();
+  if (std::any_of(intake_.begin(), intake_.end(), [](const intake& in) { return in.measured; }))
+    return std::size_t{options_.queue} * queues_.size();
   std::size_t limit = 0;
   for (std::size_t r = 0; r < queues_.size(); ++r)
     limit += std::min<std::size_t>(options_.queue, outputs_[r].ring->capacity());

@@ -94,7 +94,6 @@ private:
   farm_options options_;
   load_balancer balancer_;
   std::vector<intake> intake_;
-  bool measured_ = false; // some replica's speed has been sampled
   std::vector<std::deque<item>> queues_;
   std::size_t queued_ = 0, next_replica_ = 0;
   std::atomic<std::uint64_t> held_{0}; // queued_, for other threads

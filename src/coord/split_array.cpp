@@ -70,6 +70,11 @@ std::size_t split_piece::size() const noexcept {
   return total;
 }
 
+std::string split_piece::describe() const {
+  if (ranges.size() == 1) return to_string(ranges.front());
+  return std::to_string(ranges.size()) + " blocks from " + std::to_string(ranges.front().first);
+}
+
 split_layout::split_layout(runtime& rt, std::size_t n, const split_options& options, const std::string& what)
     : rt_(&rt), n_(n), halo_(options.halo) {
   const auto devices = detail::devices_named(rt, options.devices, what);
@@ -89,9 +94,9 @@ split_layout::split_layout(runtime& rt, std::size_t n, const split_options& opti
   if (pieces_.size() > 1)
     for (const split_piece& p : pieces_)
       if (p.size() < halo_)
-        throw error(errc::invalid_argument, what + ": the piece " + to_string(p.ranges.front()) + " on " +
-                                                p.dev->label() + " holds " + std::to_string(p.size()) +
-                                                " elements, fewer than the halo (" + std::to_string(halo_) + ")");
+        throw error(errc::invalid_argument, what + ": the piece " + p.describe() + " on " + p.dev->label() + " holds " +
+                                                std::to_string(p.size()) + " elements, fewer than the halo (" +
+                                                std::to_string(halo_) + ")");
   text_ = ringpipe::describe(options.partition) + " over " + std::to_string(pieces_.size()) +
           (pieces_.size() == 1 ? " device" : " devices") + (halo_ != 0 ? ", halo " + std::to_string(halo_) : "");
 }
@@ -135,11 +140,8 @@ void split_bytes::allocate(std::optional<array_memory> memory) {
   const std::size_t h = layout_.halo();
   for (std::size_t p = 0; p < layout_.pieces().size(); ++p) {
     const split_piece& piece = layout_.pieces()[p];
-    const std::string ranges = piece.ranges.size() == 1 ? to_string(piece.ranges.front())
-                                                        : std::to_string(piece.ranges.size()) + " blocks from " +
-                                                              std::to_string(piece.ranges.front().first);
     storage_.emplace_back(layout_.owner(), *piece.dev, (piece.size() + 2 * h) * element_,
-                          name_ + " piece " + std::to_string(p) + " " + ranges, memory);
+                          name_ + " piece " + std::to_string(p) + " " + piece.describe(), memory);
   }
 }
 

@@ -91,9 +91,8 @@ std::vector<std::vector<index_range>> split_memory::owned() const {
 std::string split_memory::where(index_range r) const {
   const std::size_t p = piece_at(r.first);
   const split_piece& piece = layout_.pieces()[p];
-  const std::string held =
-      piece.ranges.size() == 1 ? to_string(piece.ranges.front()) : std::to_string(piece.ranges.size()) + " blocks";
-  return "the piece " + std::to_string(p) + " (" + held + ") of " + described_ + ", held by " + piece.dev->label();
+  return "the piece " + std::to_string(p) + " (" + piece.describe() + ") of " + described_ + ", held by " +
+         piece.dev->label();
 }
 
 } // namespace ringpipe::detail

@@ -183,10 +183,17 @@ void ring_buffer::close() noexcept {
 void ring_buffer::call_push_wake() noexcept {
   try {
     std::lock_guard lock(push_wake_mutex_);
-    if (push_wake_) push_wake_();
+    if (push_wake_) { // a proxy or host stage consumes this ring: no application thread sleeps on it
+      push_wake_();
+      return;
+    }
   } catch (...) {
   }
-  // An application thread asleep in a pop: taking its mutex orders this after its last look.
+  wake_sleeping_consumer();
+}
+
+void ring_buffer::wake_sleeping_consumer() noexcept {
+  // Taking the sleeper's mutex orders this after its last look at the ring.
   { std::lock_guard lock(consumer_sleep_mutex_); }
   consumer_sleep_.notify_all();
 }
@@ -274,8 +281,7 @@ void ring_buffer::cancel(std::string reason) noexcept {
     cancel_reason_ = std::move(reason);
     cancelled_.store(true, std::memory_order_release);
   }
-  { std::lock_guard lock(consumer_sleep_mutex_); } // a pop asleep now sees the cancel at once
-  consumer_sleep_.notify_all();
+  wake_sleeping_consumer(); // a pop asleep now sees the cancel at once
 }
 
 void ring_buffer::sleep_as_consumer(std::chrono::microseconds d) noexcept {
