@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <optional>
 #include <tuple>
 
@@ -173,7 +175,40 @@ TEST(AutomaticObjective, CountsBusyThreadsAgainstTheHostsCores) {
     const auto& first = c.devices.front();
     const bool one_lane = first.type == device_type::cpu && !first.shared_memory;
     EXPECT_EQ(plan.links.front().capacity, one_lane ? 131072u : 65536u) << "8-byte messages";
+    // The io threads it asks for: a host stage each, and each kernel whose proxy copies batches.
+    std::size_t copying = 0;
+    for (std::uint32_t k = 0; k < c.kernels; ++k)
+      if (!c.devices[k % c.devices.size()].shared_memory) ++copying;
+    const auto movers = std::count_if(plan.links.begin(), plan.links.end(), [](const auto& l) { return l.mover; });
+    EXPECT_EQ(plan.host_stage_threads, (c.host_ends ? 2u : 0u) + static_cast<std::size_t>(movers));
+    EXPECT_EQ(plan.copying_proxy_threads, copying);
   }
+}
+
+// A many-core host: the source, the host function, the sink and the proxy that copies a GPU
+// kernel's batches each get an io thread; the planner counts the runtime's threads by what it may
+// grow to (3 of its 16, where it starts with 2 at most).
+TEST(AutomaticObjective, CountsTheThreadsTheRuntimeMayGrowTo) {
+  using ringpipe::testing::gpu_without_svm;
+  runtime_options o;
+  o.host_cores = 16;
+  runtime rt(describe({gpu_without_svm()}), o);
+  pipeline p(rt, opts("many cores", false));
+  auto src = p.add_source<sample>("src", no_messages());
+  auto scale = p.add_host<sample, sample>("scale", [](const sample& s) { return s; });
+  auto k = p.add_kernel<sample, sample>("k", map_kernel("twice"), on_device(0));
+  auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+  p.connect(src.out(), scale.in());
+  p.connect(scale.out(), k.in());
+  p.connect(k.out(), sink.in());
+  const auto plan = p.dry_run();
+  EXPECT_NE(plan.objective_reason.find("3 runtime threads for 3 host stages"), std::string::npos)
+      << plan.objective_reason;
+  EXPECT_NE(plan.text().find("runtime threads asked for: 4 (3 host stages, 1 kernel whose proxy copies its batches)"),
+            std::string::npos)
+      << plan.text();
+  EXPECT_EQ(rt.thread_limit(), 16u);
+  EXPECT_LE(rt.threads(), 2u) << "a plan holds nothing";
 }
 
 // inlet -> a -> b -> outlet, kernel a on device `da`, b on `db`.

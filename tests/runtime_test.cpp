@@ -1,5 +1,5 @@
-// The runtime's threads follow the cores the process may run on (mpirun binds a rank to one), and
-// carry names that top -H and perf show.
+// The runtime's threads follow the cores the process may run on (mpirun binds a rank to one), grow
+// while pipelines hold more for their host stages, and carry names that top -H and perf show.
 
 #include <ringpipe/runtime.hpp>
 
@@ -8,7 +8,10 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <string>
 
 namespace {
@@ -80,6 +83,64 @@ TEST(Runtime, DefaultThreadsAreAtMostTwoAndAtMostTheCores) {
 TEST(Runtime, IoThreadsAreNamedForTheRuntime) {
   runtime rt(topology::from_devices({}), runtime_options{});
   EXPECT_EQ(io_thread_name(rt).rfind("ringpipe-io-", 0), 0u) << io_thread_name(rt);
+}
+
+/// Posts `n` handlers that each wait, up to 5 s, until all `n` are running at once: true if they
+/// were (every one of them on a thread of its own).
+bool run_at_once(runtime& rt, unsigned n) {
+  std::mutex mutex;
+  std::condition_variable all_in;
+  unsigned entered = 0, met = 0, left = 0;
+  std::promise<void> done;
+  for (unsigned i = 0; i < n; ++i)
+    boost::asio::post(rt.io(), [&] {
+      std::unique_lock lock(mutex);
+      ++entered;
+      all_in.notify_all();
+      if (all_in.wait_for(lock, std::chrono::seconds(5), [&] { return entered == n; })) ++met;
+      if (++left == n) done.set_value();
+    });
+  done.get_future().wait();
+  return met == n;
+}
+
+TEST(Runtime, HoldsGrowTheThreadsToTheirSumUpToTheLimit) {
+  runtime_options o;
+  o.host_cores = 5;
+  runtime rt(topology::from_devices({}), o);
+  const unsigned first = rt.threads();
+  EXPECT_EQ(rt.thread_limit(), 5u);
+  {
+    auto a = rt.hold_threads(2);
+    EXPECT_EQ(rt.threads(), std::max(first, 2u));
+    auto b = rt.hold_threads(2);
+    EXPECT_EQ(rt.threads(), 4u) << "the sum of the holds alive";
+    EXPECT_TRUE(run_at_once(rt, 4));
+    auto c = rt.hold_threads(3);
+    EXPECT_EQ(rt.threads(), 5u) << "never past the limit";
+  }
+  EXPECT_EQ(rt.threads(), 5u) << "threads are not stopped when holds end";
+  auto again = rt.hold_threads(1);
+  EXPECT_EQ(rt.threads(), 5u);
+  EXPECT_TRUE(run_at_once(rt, 5));
+  EXPECT_EQ(io_thread_name(rt).rfind("ringpipe-io-", 0), 0u);
+}
+
+TEST(Runtime, ThreadsAskedForAreNotGrown) {
+  runtime_options o;
+  o.threads = 1;
+  o.host_cores = 8;
+  runtime rt(topology::from_devices({}), o);
+  auto hold = rt.hold_threads(4);
+  EXPECT_EQ(rt.thread_limit(), 1u);
+  EXPECT_EQ(rt.threads(), 1u);
+}
+
+TEST(Runtime, OneCoreHoldsOneThread) {
+  one_cpu bound;
+  runtime rt(topology::from_devices({}), runtime_options{});
+  auto hold = rt.hold_threads(3);
+  EXPECT_EQ(rt.threads(), 1u) << "a rank bound to one core keeps one io thread";
 }
 
 } // namespace

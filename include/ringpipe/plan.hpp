@@ -39,6 +39,12 @@ struct pipeline_plan {
   /// Why kernels whose mode the runtime chooses run parked rather than persistent (empty: none
   /// is kept from persistent).
   std::string parking_reason;
+  /// The io threads the pipeline asks of the runtime while it runs (runtime::hold_threads): one
+  /// per host stage (source, host function, sink, merge, split, mover) and one per kernel on a
+  /// device without shared memory, whose proxy copies its batches. The runtime grows to them, up
+  /// to runtime::thread_limit().
+  std::size_t host_stage_threads = 0;
+  std::size_t copying_proxy_threads = 0;
   std::vector<stage> stages;
   std::vector<link> links;
   /// The devices the kernels run on, grouped so that devices of one group reach each other

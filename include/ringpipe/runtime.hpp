@@ -10,10 +10,12 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <thread>
 #include <type_traits>
@@ -26,8 +28,9 @@ class transfer_service;
 }
 
 struct runtime_options {
-  /// Threads running the io_context; 0: one per core this process may run on (its affinity
-  /// mask: one under mpirun's binding), at most 2.
+  /// Threads running the io_context, fixed; 0: one per core this process may run on (its
+  /// affinity mask: one under mpirun's binding), at most 2 to start with, and more while started
+  /// pipelines have more host stages to run at once, up to host_cores (runtime::hold_threads).
   unsigned threads = 0;
   /// Where the runtime says what is not an error, e.g. a slow kernel build; null: a line on stderr.
   std::function<void(std::string_view)> notice = nullptr;
@@ -37,6 +40,27 @@ struct runtime_options {
   /// Host cores the planner counts busy threads against (pipeline_objective::automatic); 0: the
   /// cores this process may run on (its affinity mask, not the machine's count).
   unsigned host_cores = 0;
+};
+
+class runtime;
+
+/// The io threads a started pipeline keeps busy while it runs (runtime::hold_threads): held until
+/// this is destroyed or moved from.
+class thread_hold {
+public:
+  thread_hold() = default;
+  thread_hold(thread_hold&& other) noexcept;
+  thread_hold& operator=(thread_hold&& other) noexcept;
+  thread_hold(const thread_hold&) = delete;
+  thread_hold& operator=(const thread_hold&) = delete;
+  ~thread_hold();
+  unsigned threads() const noexcept { return threads_; }
+
+private:
+  friend class runtime;
+  thread_hold(runtime* rt, unsigned n) noexcept : rt_(rt), threads_(n) {}
+  runtime* rt_ = nullptr;
+  unsigned threads_ = 0;
 };
 
 class runtime {
@@ -57,7 +81,17 @@ public:
   /// Says `text` through runtime_options::notice.
   void notice(std::string_view text) const;
   std::chrono::milliseconds slow_step_after() const noexcept { return options_.slow_step_after; }
-  unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
+  /// The io threads running now.
+  unsigned threads() const noexcept { return thread_count_.load(std::memory_order_acquire); }
+  /// The most io threads this runtime runs: runtime_options::threads where set, else
+  /// host_cores() (or the two it started with, where that is more).
+  unsigned thread_limit() const noexcept;
+  /// Asks for `n` io threads while the hold lives: the runtime grows to the sum of the holds alive,
+  /// up to thread_limit(). A pipeline holds one per host stage it runs (and per kernel whose
+  /// proxy copies its batches) from start() on, so that on a many-core host its stages run at
+  /// once instead of taking turns on two threads. Threads are not stopped when a hold ends (an
+  /// idle one sleeps); they all stop with the runtime.
+  [[nodiscard]] thread_hold hold_threads(unsigned n);
   /// runtime_options::host_cores, or the cores this process may run on (at least 1).
   unsigned host_cores() const noexcept;
 
@@ -86,7 +120,15 @@ private:
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<executor_type> work_;
   std::vector<strand_type> device_strands_;
+  mutable std::mutex threads_mutex_; // guards threads_ and held_
   std::vector<std::thread> threads_;
+  std::atomic<unsigned> thread_count_{0};
+  unsigned initial_threads_ = 0;
+  unsigned held_ = 0; // the threads the holds alive ask for
+  bool stopped_ = false;
+  void start_threads(unsigned n); // under threads_mutex_
+  void release_threads(unsigned n) noexcept;
+  friend class thread_hold;
   std::shared_ptr<detail::transfer_service> transfers_; // copies in flight share it
 };
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <future>
 #include <string>
+#include <utility>
 
 namespace ringpipe {
 
@@ -21,13 +22,53 @@ runtime::runtime(topology devices, runtime_options options)
     device_strands_.emplace_back(boost::asio::make_strand(io_));
   // Under mpirun each rank is bound to one core: a second io thread there only preempts the
   // first and the thread that copies MPI messages.
-  const unsigned n = options_.threads != 0 ? options_.threads : std::min(2u, cpus_);
+  initial_threads_ = options_.threads != 0 ? options_.threads : std::min(2u, cpus_);
+  std::lock_guard lock(threads_mutex_);
+  start_threads(initial_threads_);
+}
+
+void runtime::start_threads(unsigned n) {
   threads_.reserve(n);
-  for (unsigned i = 0; i < n; ++i)
+  while (threads_.size() < n) {
+    const auto i = threads_.size();
     threads_.emplace_back([this, i] {
       detail::name_this_thread("ringpipe-io-" + std::to_string(i));
       io_.run();
     });
+    thread_count_.store(static_cast<unsigned>(threads_.size()), std::memory_order_release);
+  }
+}
+
+unsigned runtime::thread_limit() const noexcept {
+  return options_.threads != 0 ? options_.threads : std::max(initial_threads_, host_cores());
+}
+
+thread_hold runtime::hold_threads(unsigned n) {
+  std::lock_guard lock(threads_mutex_);
+  held_ += n;
+  if (!stopped_) start_threads(std::min(held_, thread_limit()));
+  return thread_hold(this, n);
+}
+
+void runtime::release_threads(unsigned n) noexcept {
+  std::lock_guard lock(threads_mutex_);
+  held_ -= std::min(held_, n);
+}
+
+thread_hold::thread_hold(thread_hold&& other) noexcept
+    : rt_(std::exchange(other.rt_, nullptr)), threads_(std::exchange(other.threads_, 0)) {}
+
+thread_hold& thread_hold::operator=(thread_hold&& other) noexcept {
+  if (this != &other) {
+    if (rt_ != nullptr) rt_->release_threads(threads_);
+    rt_ = std::exchange(other.rt_, nullptr);
+    threads_ = std::exchange(other.threads_, 0);
+  }
+  return *this;
+}
+
+thread_hold::~thread_hold() {
+  if (rt_ != nullptr) rt_->release_threads(threads_);
 }
 
 runtime::~runtime() {
@@ -41,7 +82,13 @@ runtime::~runtime() {
   flushed->get_future().wait_for(std::chrono::seconds(1));
   work_.reset();
   io_.stop();
-  for (auto& t : threads_)
+  std::vector<std::thread> stopping;
+  {
+    std::lock_guard lock(threads_mutex_); // no hold grows the pool from here on
+    stopping.swap(threads_);
+    stopped_ = true;
+  }
+  for (auto& t : stopping)
     t.join();
 }
 

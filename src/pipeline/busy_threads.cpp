@@ -1,38 +1,51 @@
 // The threads a pipeline keeps busy under latency (planner.hpp), which the automatic objective
-// and residency count against the host's cores. On a CPU device a kernel's workers are host
-// threads whatever its mode: a resident kernel spins on one, a batched one runs every batch on
-// them while a stream flows (a rusticl kernel between a source and a sink, uncounted, left the
-// host stages spinning beside llvmpipe's batches: 0.62-0.76x inlet/outlet, 0.90-1.06 counted).
+// and residency count against the host's cores, and the io threads it asks of the runtime. On a
+// CPU device a kernel's workers are host threads whatever its mode: a resident kernel spins on
+// one, a batched one runs every batch on them while a stream flows (a rusticl kernel between a
+// source and a sink, uncounted, left the host stages spinning beside llvmpipe's batches:
+// 0.62-0.76x inlet/outlet, 0.90-1.06 counted).
 
 #include "planner.hpp"
+
+#include <ringpipe/link.hpp>
 
 #include <algorithm>
 
 namespace ringpipe::detail {
+
+host_threads count_host_threads(const graph& g, const plan& p, const topology& topo) {
+  host_threads t;
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    const auto& s = g.stages[i];
+    const auto& ps = p.stages[i];
+    if (s.kind == stage_kind::inlet || s.kind == stage_kind::outlet) continue; // the application's
+    if (!s.is_kernel()) {
+      ++t.stages;
+      continue;
+    }
+    if (ps.fused_into) continue;
+    if (s.in_edges.size() > 1) ++t.stages;   // a merge
+    if (ps.out_edges.size() > 1) ++t.stages; // a split
+    if (!reaches_shared_memory(topo[*ps.device])) ++t.copying_proxies;
+  }
+  for (const auto& l : p.links)
+    if (l.mover) ++t.stages;
+  return t;
+}
 
 busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host) {
   busy_threads b;
   for (std::size_t i = 0; i < g.stages.size(); ++i) {
     const auto& s = g.stages[i];
     const auto& ps = p.stages[i];
-    if (s.kind == stage_kind::inlet || s.kind == stage_kind::outlet) {
-      b.application = true; // a ring the application drives: no actor
-      continue;
-    }
-    if (!s.is_kernel()) {
-      ++b.actors;
-      continue;
-    }
-    if (ps.fused_into) continue;
-    if (s.in_edges.size() > 1) ++b.actors;   // a merge
-    if (ps.out_edges.size() > 1) ++b.actors; // a split
+    if (s.kind == stage_kind::inlet || s.kind == stage_kind::outlet) b.application = true; // no actor
+    if (!s.is_kernel() || ps.fused_into) continue;
     const auto& info = topo[*ps.device].info();
     const bool resident = (info.supports(kernel_mode::persistent) || info.supports(kernel_mode::parked)) &&
                           s.kernel_opts.mode != kernel_mode::batched;
     if (info.type == device_type::cpu) ++(resident ? b.kernels : b.batched);
   }
-  for (const auto& l : p.links)
-    if (l.mover) ++b.actors;
+  b.actors = count_host_threads(g, p, topo).stages;
   b.runtime_busy = std::min<std::size_t>(b.actors, host.runtime_threads);
   return b;
 }

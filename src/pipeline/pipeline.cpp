@@ -151,9 +151,12 @@ void pipeline::start() {
   if (p.ranks != 0) p.part = std::make_unique<detail::rank_part>(detail::project(p.g, p.rank, p.ranks, p.rank_weights));
   const auto& g = p.graph_run();
   auto planned = detail::make_plan(g, p.rt.devices(), p.options, p.host());
+  // Held before the stages start, so that they run at once from their first turn.
+  auto threads = p.rt.hold_threads(static_cast<unsigned>(planned.threads.total()));
   auto run = std::make_unique<detail::runner>(p.rt, g, std::move(planned), p.options);
   run->start();
   p.run = std::move(run);
+  p.threads = std::move(threads);
   if (p.options.on_metrics)
     p.watch = std::make_unique<detail::metrics_watch>(
         p.rt, p.options.name, p.options.metrics_every, [&p] { return p.run->metrics(); }, p.options.on_metrics);

@@ -17,10 +17,11 @@ struct pipeline_impl {
   graph g;
   int rank = 0, ranks = 0;              // set_ranks(); 0 ranks: the whole pipeline runs here
   std::vector<double> rank_weights;     // set_ranks(): per rank, for stages on any_rank
+  thread_hold threads;                  // from start() on: the io threads its stages run on
   std::unique_ptr<rank_part> part;      // this rank's part, from start() on (when split over ranks)
   std::unique_ptr<runner> run;          // after start()
   std::unique_ptr<metrics_watch> watch; // after start(), with on_metrics; destroyed before `run`
-  host_capacity host() const { return {rt.host_cores(), rt.threads()}; }
+  host_capacity host() const { return {rt.host_cores(), rt.thread_limit()}; }
   /// The graph start() runs: this rank's part, or the whole.
   const graph& graph_run() const { return part ? part->local : g; }
 };

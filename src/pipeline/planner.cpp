@@ -346,6 +346,7 @@ plan make_plan(const graph& g, const topology& devices, const pipeline_options& 
   run.choose_objective();
   run.apply_objective();
   park_where_pools_fall_short(g, devices, host, run.p);
+  run.p.threads = count_host_threads(g, run.p, devices);
   return std::move(run.p);
 }
 
@@ -366,6 +367,8 @@ pipeline_plan plan::summary(const graph& g) const {
   out.objective = std::string(to_string(objective));
   out.objective_reason = objective_reason;
   out.parking_reason = parking_reason;
+  out.host_stage_threads = threads.stages;
+  out.copying_proxy_threads = threads.copying_proxies;
   return out;
 }
 

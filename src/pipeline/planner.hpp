@@ -36,7 +36,17 @@ struct planned_link {
 /// What the planner counts busy threads against (pipeline_objective::automatic).
 struct host_capacity {
   unsigned cores = 1;           ///< the host's cores
-  unsigned runtime_threads = 1; ///< the runtime's threads, which run every host stage
+  unsigned runtime_threads = 1; ///< the most io threads the runtime runs (runtime::thread_limit)
+};
+
+/// The io threads a pipeline asks of the runtime while it runs (runtime::hold_threads): one per
+/// host stage (sources, host functions, sinks, merges, splits, movers) and one per kernel whose
+/// proxy copies its batches (a device without shared memory: the mirror driver's copies run on
+/// the proxy's thread), so that they all run at once where the host has the cores.
+struct host_threads {
+  std::size_t stages = 0;
+  std::size_t copying_proxies = 0;
+  std::size_t total() const noexcept { return stages + copying_proxies; }
 };
 
 struct plan {
@@ -46,6 +56,7 @@ struct plan {
   std::vector<planned_stage> stages;
   std::vector<planned_link> links;
   std::vector<std::vector<std::size_t>> device_groups; ///< see pipeline_plan::device_groups
+  host_threads threads;                                ///< io threads it holds while it runs
   pipeline_plan summary(const graph& g) const;
 };
 
@@ -62,6 +73,7 @@ struct busy_threads {
   std::size_t total() const noexcept { return kernels + batched + runtime_busy + (application ? 1 : 0); }
 };
 busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host);
+host_threads count_host_threads(const graph& g, const plan& p, const topology& topo);
 
 /// Latency: where the busy threads exceed the host's cores and a CPU pool cannot keep all of the
 /// pipeline's kernels of automatic mode persistent, all of them prefer parked (residency.cpp).

@@ -1,0 +1,107 @@
+// A started pipeline holds an io thread per host stage (runtime::hold_threads): on a host with the
+// cores its stages run at once instead of taking turns on the runtime's first two threads. Host
+// stages need no OpenCL device: ctest runs this with no platform.
+
+#include <ringpipe/pipeline.hpp>
+#include <ringpipe/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+using namespace ringpipe;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct item {
+  std::uint32_t seq;
+};
+
+/// Callers wait, up to `patience`, until `expected` of them are inside at once.
+class meeting {
+public:
+  meeting(unsigned expected, std::chrono::milliseconds patience) : expected_(expected), patience_(patience) {}
+  void arrive() {
+    std::unique_lock lock(mutex_);
+    ++arrived_;
+    all_in_.notify_all();
+    if (all_in_.wait_for(lock, patience_, [&] { return arrived_ >= expected_; })) ++met_;
+  }
+  unsigned met() const {
+    std::lock_guard lock(mutex_);
+    return met_;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::condition_variable all_in_;
+  unsigned expected_, arrived_ = 0, met_ = 0;
+  std::chrono::milliseconds patience_;
+};
+
+constexpr unsigned chains = 3;
+constexpr std::uint32_t per_chain = 1000;
+
+// Three sources, each into a sink of its own; each source's first call waits for the other two.
+void run_chains(runtime& rt, meeting& meet, std::uint32_t (&received)[chains], std::uint32_t (&misordered)[chains]) {
+  pipeline p(rt, {"at once"});
+  for (unsigned c = 0; c < chains; ++c) {
+    const auto name = std::to_string(c);
+    auto src = p.add_source<item>("src" + name, [&meet, sent = std::uint32_t{0}]() mutable -> std::optional<item> {
+      if (sent == 0) meet.arrive();
+      if (sent == per_chain) return std::nullopt;
+      return item{sent++};
+    });
+    auto sink = p.add_sink<item>("sink" + name, [&, c](const item& m) {
+      if (m.seq != received[c]) ++misordered[c];
+      ++received[c];
+    });
+    p.connect(src.out(), sink.in());
+  }
+  EXPECT_NE(p.dry_run().text().find("runtime threads asked for: 6 (6 host stages, 0 kernels"), std::string::npos)
+      << p.dry_run().text();
+  p.start();
+  EXPECT_GE(rt.threads(), std::min(6u, rt.thread_limit()));
+  p.wait(60s);
+}
+
+} // namespace
+
+TEST(HostThreads, AStartedPipelinesHostStagesRunAtOnce) {
+  runtime_options o;
+  o.host_cores = chains; // whatever this host has: the runtime grows to 3 threads for 6 stages
+  runtime rt(topology::from_devices({}), o);
+  meeting meet(chains, 10s);
+  std::uint32_t received[chains] = {}, misordered[chains] = {};
+  run_chains(rt, meet, received, misordered);
+  EXPECT_EQ(rt.threads(), chains);
+  EXPECT_EQ(meet.met(), chains) << "the three sources never ran at once";
+  for (unsigned c = 0; c < chains; ++c) {
+    EXPECT_EQ(received[c], per_chain) << "chain " << c;
+    EXPECT_EQ(misordered[c], 0u) << "chain " << c;
+  }
+}
+
+// Threads the application fixed are kept: the same stages take turns, and every message still
+// arrives once, in order (two sources' first calls wait out their meeting).
+TEST(HostThreads, FixedThreadsAreKept) {
+  runtime_options o;
+  o.threads = 2;
+  o.host_cores = chains;
+  runtime rt(topology::from_devices({}), o);
+  meeting meet(chains, 200ms);
+  std::uint32_t received[chains] = {}, misordered[chains] = {};
+  run_chains(rt, meet, received, misordered);
+  EXPECT_EQ(rt.threads(), 2u);
+  EXPECT_LT(meet.met(), chains);
+  for (unsigned c = 0; c < chains; ++c) {
+    EXPECT_EQ(received[c], per_chain) << "chain " << c;
+    EXPECT_EQ(misordered[c], 0u) << "chain " << c;
+  }
+}
