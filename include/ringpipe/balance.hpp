@@ -98,6 +98,9 @@ private:
 
   balancer_options options_;
   std::vector<std::unique_ptr<slot>> slots_;
+  /// The median of measured speed / capability over the devices measured (0: none yet), kept
+  /// by learn_speed so that speed() of a device not measured yet reads it without allocating.
+  std::atomic<double> prior_ratio_{0};
 };
 
 } // namespace ringpipe

@@ -1,6 +1,8 @@
 // The farm's dealer, merger and ledger (farm.hpp).
 #include "farm.hpp"
 
+#include "../core/farm_names.hpp"
+
 #include <ringpipe/error.hpp>
 
 #include <algorithm>
@@ -85,8 +87,8 @@ double farm_dealer::cost_of(const std::byte* item, std::uint64_t seq) const {
   if (!options_.cost) return 1;
   const double c = options_.cost(item);
   if (!(c > 0) || !std::isfinite(c))
-    throw error(errc::invalid_argument, "farm '" + name().substr(0, name().size() - 5) + "': item " +
-                                            std::to_string(seq) + " costs " + std::to_string(c) +
+    throw error(errc::invalid_argument, "farm '" + std::string(farm_of(name())) + "': item " + std::to_string(seq) +
+                                            " costs " + std::to_string(c) +
                                             " (farm_options::cost must give a finite cost > 0)");
   return c;
 }

@@ -74,7 +74,7 @@ public:
   std::chrono::microseconds delay() const noexcept { return delay_; }
   bool stopped() const noexcept { return done_; }
   std::shared_ptr<void> owner() const noexcept { return owner_.lock(); }
-  poll_executor& executor() const noexcept { return *executor_; }
+  const poll_executor& executor() const noexcept { return *executor_; }
 
 private:
   static bool may_spin() noexcept;

@@ -42,6 +42,12 @@ load_balancer::load_balancer(std::vector<double> capability, std::vector<std::st
 }
 
 namespace {
+// The upper median of `v` (not empty); reorders it.
+double median_of(std::vector<double>& v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 std::vector<double> compute_units(const topology& devices) {
   std::vector<double> c;
   for (const auto& d : devices)
@@ -82,12 +88,8 @@ double load_balancer::speed(std::size_t device) const {
   const slot& s = at(device);
   if (const double m = s.measured.load(); m > 0) return m;
   // Not measured yet: its prior, in the units of the devices that were (median of their ratios).
-  std::vector<double> ratios;
-  for (const auto& o : slots_)
-    if (const double m = o->measured.load(); m > 0) ratios.push_back(m / o->capability);
-  if (ratios.empty()) return s.capability;
-  std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
-  return s.capability * ratios[ratios.size() / 2];
+  const double ratio = prior_ratio_.load();
+  return ratio > 0 ? s.capability * ratio : s.capability;
 }
 
 std::size_t load_balancer::select_device(double cost) {
@@ -121,8 +123,12 @@ void load_balancer::learn_speed(std::size_t device, std::chrono::nanoseconds too
   while (s.samples.size() > options_.speed_window)
     s.samples.pop_front();
   std::vector<double> sorted(s.samples.begin(), s.samples.end());
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-  s.measured.store(sorted[sorted.size() / 2]);
+  s.measured.store(median_of(sorted));
+  // Two completions at once may store their ratios in either order: the next one mends it.
+  std::vector<double> ratios;
+  for (const auto& o : slots_)
+    if (const double m = o->measured.load(); m > 0) ratios.push_back(m / o->capability);
+  prior_ratio_.store(median_of(ratios));
 }
 
 void load_balancer::apply(const rebalance_move& m) {

@@ -1,3 +1,4 @@
+#include "farm_names.hpp"
 #include "text.hpp"
 
 #include <ringpipe/detail/json.hpp>
@@ -29,9 +30,7 @@ using detail::format;
 namespace {
 // A replica of farm `farm`: the kernel stage "farm@k".
 bool is_replica_of(const stage_metrics& s, std::string_view farm) noexcept {
-  const std::string_view n = s.name;
-  return s.kind == stage_kind::kernel && n.size() > farm.size() + 1 && n.substr(0, farm.size()) == farm &&
-         n[farm.size()] == '@';
+  return s.kind == stage_kind::kernel && detail::named_as_replica_of(s.name, farm);
 }
 } // namespace
 
@@ -91,7 +90,7 @@ std::string pipeline_metrics::table() const {
   }
   for (const auto& s : stages)
     if (s.kind == stage_kind::dealer) {
-      const auto farm = std::string_view(s.name).substr(0, s.name.size() - 5); // less ":deal"
+      const auto farm = detail::farm_of(s.name);
       t += format("farm %s: %llu steals moved %llu items between replica queues, %llu rebalances moved %llu; replica "
                   "queues max/mean %.2f, drain time max/mean %.2f; replicas take",
                   s.name.c_str(), static_cast<unsigned long long>(s.steals), static_cast<unsigned long long>(s.stolen),

@@ -1,6 +1,7 @@
 // The pipeline handle: declaration calls build the graph; start() plans it and hands it to a
 // runner.
 
+#include "../core/farm_names.hpp"
 #include "pipeline_impl.hpp"
 
 #include <cxxabi.h>
@@ -86,12 +87,12 @@ std::pair<std::size_t, std::size_t> pipeline::add_farm_stages(const std::string&
   if (farm.queue == 0) throw error(errc::invalid_argument, what + ": farm_options::queue must be > 0");
   check_capacity(farm.ring, what + ": farm_options::ring");
   auto ledger = std::make_shared<detail::farm_ledger>(farm.devices.size());
-  const auto deal = add_stage(name + ":deal", stage_kind::dealer, in, in);
-  const auto merge = add_stage(name + ":merge", stage_kind::merger, out, out);
+  const auto deal = add_stage(detail::dealer_name(name), stage_kind::dealer, in, in);
+  const auto merge = add_stage(detail::merger_name(name), stage_kind::merger, out, out);
   def(deal).farm = def(merge).farm = ledger;
   def(merge).farm_opts = farm;
   for (std::size_t k = 0; k < farm.devices.size(); ++k) {
-    const auto replica = add_stage(name + "@" + std::to_string(k), stage_kind::kernel, in, out);
+    const auto replica = add_stage(detail::replica_name(name, k), stage_kind::kernel, in, out);
     set_kernel(replica, spec, on_device(farm.devices[k]), options);
     connect_ids(deal, replica, {std::nullopt, farm.ring});
     connect_ids(replica, merge, {});

@@ -4,6 +4,7 @@
 // join the rank of a stage they exchange messages with. Deterministic: every rank computes the
 // same placement from the same declaration and weights, without exchanging it.
 
+#include "../core/farm_names.hpp"
 #include "ranks.hpp"
 
 #include <algorithm>
@@ -16,12 +17,11 @@ namespace {
 // Stages that move together: a farm's dealer, replicas and merger are one group (its name).
 std::string group_of(const graph& g, std::size_t i) {
   const auto& n = g.stages[i].name;
-  for (const char* suffix : {":deal", ":merge"})
-    if (const std::string_view s(suffix); n.size() > s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0)
-      return n.substr(0, n.size() - s.size());
+  if (const auto farm = farm_of(n); !farm.empty()) return std::string(farm);
   if (const auto at = n.rfind('@'); at != std::string::npos && g.stages[i].is_kernel()) {
     std::string base = n.substr(0, at);
-    if (std::any_of(g.stages.begin(), g.stages.end(), [&](const stage_decl& s) { return s.name == base + ":deal"; }))
+    const auto dealer = dealer_name(base);
+    if (std::any_of(g.stages.begin(), g.stages.end(), [&](const stage_decl& s) { return s.name == dealer; }))
       return base;
   }
   return n;

@@ -1,6 +1,7 @@
 // One pipeline over several processes: placing stages on ranks, and each rank's part of it.
 
 #include "ranks.hpp"
+#include "../core/farm_names.hpp"
 #include "pipeline_impl.hpp"
 
 #include <algorithm>
@@ -17,10 +18,11 @@ std::string rank_text(int r) { return "rank " + std::to_string(r); }
 
 // A farm `name` is its dealer ("name:deal"), its replicas ("name@k", kernels) and its merger.
 bool is_farm(const graph& g, const std::string& name) {
-  return std::any_of(g.stages.begin(), g.stages.end(), [&](const stage_decl& s) { return s.name == name + ":deal"; });
+  const auto dealer = dealer_name(name);
+  return std::any_of(g.stages.begin(), g.stages.end(), [&](const stage_decl& s) { return s.name == dealer; });
 }
 bool is_replica_of(const stage_decl& s, const std::string& farm) {
-  return s.is_kernel() && s.name.rfind(farm + "@", 0) == 0;
+  return s.is_kernel() && named_as_replica_of(s.name, farm);
 }
 
 // A port stage standing for `other` (a stage on another rank) at one end of `e`.
@@ -98,8 +100,8 @@ void pipeline::on_rank(const std::string& stage, int rank) {
   std::vector<std::size_t> ids;
   for (std::size_t i = 0; i < g.stages.size(); ++i) {
     const auto& n = g.stages[i].name;
-    if (n == stage ||
-        (farm && (n == stage + ":deal" || n == stage + ":merge" || detail::is_replica_of(g.stages[i], stage))))
+    if (n == stage || (farm && (n == detail::dealer_name(stage) || n == detail::merger_name(stage) ||
+                                detail::is_replica_of(g.stages[i], stage))))
       ids.push_back(i);
   }
   if (ids.empty()) g.find(stage); // throws, naming the pipeline
@@ -134,7 +136,7 @@ void pipeline::set_cost(const std::string& stage, double cost) {
 void pipeline::on_rank_id(std::size_t stage, int rank) {
   const auto& s = def(stage);
   // A farm's ref is its dealer ("name:deal"): the whole farm moves.
-  on_rank(s.kind == stage_kind::dealer ? s.name.substr(0, s.name.size() - 5) : s.name, rank);
+  on_rank(s.kind == stage_kind::dealer ? std::string(detail::farm_of(s.name)) : s.name, rank);
 }
 
 void pipeline::set_ranks(int rank, int ranks, std::vector<double> weights) {
@@ -160,7 +162,7 @@ int pipeline::rank_of(const std::string& stage) const {
   // A farm by its name: its dealer (the whole farm runs on one rank).
   const bool farm = std::none_of(st.begin(), st.end(), [&](const detail::stage_decl& s) { return s.name == stage; }) &&
                     detail::is_farm(impl_->g, stage);
-  const auto id = impl_->g.find(farm ? stage + ":deal" : stage);
+  const auto id = impl_->g.find(farm ? detail::dealer_name(stage) : stage);
   if (impl_->ranks == 0 || impl_->g.stages[id].rank != any_rank) return impl_->g.stages[id].rank;
   auto g = impl_->g;
   detail::place_on_ranks(g, impl_->ranks, impl_->rank_weights);
