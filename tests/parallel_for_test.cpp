@@ -304,3 +304,27 @@ TEST_F(ParallelFor, SpeedsCarryOverBetweenRuns) {
 }
 
 } // namespace
+
+// A kernel reuses its last run's memory for the next run of the same sizes: each run still sees
+// its own inputs (chunked and whole), and a run of another size gets memory of its own.
+TEST_F(ParallelFor, EachRunOfAKernelSeesItsOwnInputs) {
+  const std::size_t n = 100003;
+  parallel_kernel k(rt(), {saxpy_source, "saxpy"});
+  for (const auto& [size, scale] :
+       {std::pair{n, 0.5f}, std::pair{n, 3.0f}, std::pair{n / 2, 1.5f}, std::pair{n, 7.0f}}) {
+    const auto x = ramp(size, scale), y0 = ramp(size, scale + 1.0f);
+    std::vector<float> y(size, -1.0f);
+    const auto r = k.run(size, input(x), input(y0), output(y), 2.0f, 0u);
+    expect_saxpy(x, y0, y, 2.0f, "n=" + std::to_string(size) + " scale " + std::to_string(scale));
+    expect_exactly_once(r, size);
+  }
+  parallel_kernel smooth(rt(), {saxpy_source, "smooth"});
+  for (const int step : {7, 11}) {
+    std::vector<int> all(n), out(n);
+    for (std::size_t i = 0; i < n; ++i)
+      all[i] = static_cast<int>(i * static_cast<std::size_t>(step) % 1013);
+    smooth.run(n, whole_input(all), output(out), cl_ulong(n));
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(out[i], all[i == 0 ? 0 : i - 1] + all[i] + all[i + 1 == n ? i : i + 1]) << "step " << step << ", " << i;
+  }
+}

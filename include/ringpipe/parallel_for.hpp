@@ -45,7 +45,8 @@ struct parallel_for_options {
   std::chrono::milliseconds timeout{60000};
   /// CPU devices run on the host's cores, whatever their platform: chunks then go to the fastest
   /// of them rather than to all at once (which only makes them compete). false where they have
-  /// cores of their own (sub-devices partitioned by cores, another socket).
+  /// cores of their own (sub-devices partitioned by cores, another socket, or each limited to
+  /// its share of the cores: POCL_MAX_PTHREAD_COUNT, LP_NUM_THREADS for rusticl's llvmpipe).
   bool cpu_devices_share_cores = true;
   /// Called on the calling thread before each chunk is enqueued on a device; a throw fails that
   /// device (its chunks go to the others). For tests and fault injection. Over split arrays the

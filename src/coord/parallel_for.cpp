@@ -146,11 +146,24 @@ private:
     return d ? std::max<std::size_t>(1, d->in_flight) : 2;
   }
 
+  /// The last run's, refilled, where it fits and nothing of its run holds it any more (a run
+  /// that timed out leaves commands that do); else new, kept for the next run.
+  std::shared_ptr<run_memory> host_array_memory() {
+    auto& kept = speeds_.kept_memory;
+    if (kept && kept.use_count() == 1 && kept->fits(speeds_.lanes, args_, n_)) {
+      kept->refill(args_);
+      return kept;
+    }
+    kept.reset(); // its memory goes before the new run's is allocated
+    kept = std::make_shared<run_memory>(speeds_.lanes, args_, n_, what());
+    return kept;
+  }
+
   void set_up() {
     if (split_run_)
       memory_ = std::make_shared<split_memory>(speeds_.lanes, args_);
     else
-      memory_ = std::make_shared<run_memory>(speeds_.lanes, args_, n_, what());
+      memory_ = host_array_memory();
     std::vector<std::vector<index_range>> own = memory_->owned();
     if (own.empty() && !std::holds_alternative<dynamic_partition>(partition_))
       own = split(partition_, n_, speeds_.lanes.size());

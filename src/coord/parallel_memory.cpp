@@ -68,19 +68,40 @@ run_memory::run_memory(const std::vector<const device*>& lanes, const std::vecto
     if (is_array(a.how)) {
       for (const device* d : lanes)
         check_fits(*d, m.bytes, i, what);
-      if (any_buffer_lane) m.staging.resize(m.bytes);
-      if (is_input(a.how) && any_buffer_lane && m.bytes != 0) std::memcpy(m.staging.data(), a.from, m.bytes);
-      for (std::size_t g = 0; g < group_first.size(); ++g) {
-        auto block = std::make_shared<svm_block>(*group_first[g], m.bytes);
-        if (is_input(a.how) && m.bytes != 0) std::memcpy(block->data(), a.from, m.bytes);
-        m.svm.emplace(static_cast<int>(g), std::move(block));
-      }
+      if (any_buffer_lane) m.staging = std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(m.bytes, 1));
+      for (std::size_t g = 0; g < group_first.size(); ++g)
+        m.svm.emplace(static_cast<int>(g), std::make_shared<svm_block>(*group_first[g], m.bytes));
       for (std::size_t l = 0; l < lanes.size(); ++l)
         m.buffers.push_back(group_of_[l] >= 0 ? cl::Buffer() : cl_call("clCreateBuffer (parallel_for)", [&] {
           return cl::Buffer(lanes[l]->context(), CL_MEM_READ_WRITE, std::max<std::size_t>(m.bytes, 1));
         }));
     }
     arrays_.push_back(std::move(m));
+  }
+  n_ = n;
+  refill(args);
+}
+
+bool run_memory::fits(const std::vector<const device*>& lanes, const std::vector<parallel_arg>& args,
+                      std::size_t n) const {
+  if (lanes != lanes_ || n != n_ || args.size() != arrays_.size()) return false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    const auto& m = arrays_[i];
+    if (a.how != m.how || a.element != m.element ||
+        (is_array(a.how) && m.bytes != a.element * (a.how == kind::whole_input ? a.count : n)))
+      return false;
+  }
+  return true;
+}
+
+void run_memory::refill(const std::vector<parallel_arg>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    auto& m = arrays_[i];
+    if (!is_input(m.how) || m.bytes == 0) continue;
+    if (m.staging) std::memcpy(m.staging.get(), args[i].from, m.bytes);
+    for (auto& [group, block] : m.svm)
+      std::memcpy(block->data(), args[i].from, m.bytes);
   }
 }
 
@@ -106,7 +127,7 @@ void run_memory::write_whole(std::size_t lane, cl::CommandQueue& queue, std::vec
     if (m.how == kind::whole_input && m.bytes != 0) {
       cl::Event e;
       cl_call("clEnqueueWriteBuffer (parallel_for)",
-              [&] { queue.enqueueWriteBuffer(m.buffers[lane], CL_FALSE, 0, m.bytes, m.staging.data(), nullptr, &e); });
+              [&] { queue.enqueueWriteBuffer(m.buffers[lane], CL_FALSE, 0, m.bytes, m.staging.get(), nullptr, &e); });
       events.push_back(std::move(e));
     }
 }
@@ -119,7 +140,7 @@ void run_memory::write_chunk(std::size_t lane, cl::CommandQueue& queue, index_ra
       cl::Event e;
       cl_call("clEnqueueWriteBuffer (parallel_for chunk)", [&] {
         queue.enqueueWriteBuffer(m.buffers[lane], CL_FALSE, r.first * m.element, r.size() * m.element,
-                                 m.staging.data() + r.first * m.element, nullptr, &e);
+                                 m.staging.get() + r.first * m.element, nullptr, &e);
       });
       events.push_back(std::move(e));
     }
@@ -132,7 +153,7 @@ void run_memory::read_chunk(std::size_t lane, cl::CommandQueue& queue, index_ran
       cl::Event e;
       cl_call("clEnqueueReadBuffer (parallel_for chunk)", [&] {
         queue.enqueueReadBuffer(m.buffers[lane], CL_FALSE, r.first * m.element, r.size() * m.element,
-                                m.staging.data() + r.first * m.element, nullptr, &e);
+                                m.staging.get() + r.first * m.element, nullptr, &e);
       });
       events.push_back(std::move(e));
     }
@@ -142,7 +163,7 @@ void run_memory::deliver(std::size_t lane, index_range r, const std::vector<para
   for (std::size_t i = 0; i < args.size(); ++i) {
     const array_memory& m = arrays_[i];
     if (m.how != kind::output || r.empty()) continue;
-    const std::byte* from = shared(lane) ? m.svm.at(group_of_[lane])->data() : m.staging.data();
+    const std::byte* from = shared(lane) ? m.svm.at(group_of_[lane])->data() : m.staging.get();
     std::memcpy(static_cast<std::byte*>(args[i].to) + r.first * m.element, from + r.first * m.element,
                 r.size() * m.element);
   }

@@ -15,7 +15,10 @@
 
 namespace ringpipe::detail {
 
-/// What a parallel_kernel keeps between runs: its devices, their programs, and their speeds.
+class run_memory;
+
+/// What a parallel_kernel keeps between runs: its devices, their programs, their speeds, and the
+/// last run's memory for host arrays.
 struct parallel_speeds {
   std::mutex one_run_at_a_time;
   /// The runtime's: every command of a run holds it open, so the runtime, when destroyed, waits
@@ -26,6 +29,8 @@ struct parallel_speeds {
   std::vector<cl::CommandQueue> queues;      // per lane, made by the first run
   std::vector<cl::Kernel> kernels;           // per lane; a run sets every argument before its first chunk
   std::map<std::size_t, speed_record> speed; // per device index
+  /// Reused by the next run of the same sizes once no command of its run holds it.
+  std::shared_ptr<run_memory> kept_memory;
 };
 
 /// A power of two up to 64 on CPUs (256 elsewhere) that the kernel allows on the device: dynamic

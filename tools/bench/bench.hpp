@@ -31,6 +31,9 @@ struct settings {
   bool verbose = false; // print each pipeline's metrics table
   /// Draw each pipeline's live view on stderr (--live; on by itself when stderr is a terminal).
   bool live = false;
+  /// CPU devices were each given cores of their own (--cpu-devices-own-cores): parallel_for and
+  /// farms run them at once instead of as one pool of the host's cores.
+  bool cpu_devices_own_cores = false;
   std::uint32_t stream_messages() const { return quick ? 100'000 : 1'000'000; }
   std::uint32_t rtt_samples() const { return quick ? 2'000 : 20'000; }
 };

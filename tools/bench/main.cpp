@@ -1,6 +1,6 @@
 // ringpipe-bench: throughput and latency of ringpipe's transports, each measured in the same
 // process and run as the baselines it is compared to. Topics live in files of their own.
-//   ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose] [--live]
+//   ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose] [--live] [--cpu-devices-own-cores]
 //   mpirun -n 2 ringpipe-bench --json FILE     (topic remote, between two ranks, alone)
 
 #include "bench.hpp"
@@ -41,6 +41,7 @@ void write_json(const std::string& path, const std::vector<result>& results) {
 
 // What --help says: options, topics (the names --filter matches), exit codes.
 const char* const usage = R"(usage: ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose] [--live]
+                      [--cpu-devices-own-cores]
        mpirun -n 2 ringpipe-bench --json FILE [--filter REGEX] [--quick]
   Measures ringpipe's transports beside the baselines they are compared to, in the same run, and
   writes every result to FILE (JSON); progress and ratios go to stderr.
@@ -49,6 +50,10 @@ const char* const usage = R"(usage: ringpipe-bench --json FILE [--filter REGEX] 
   --verbose       prints each pipeline's metrics table
   --live          draws each pipeline's rates per link on stderr while it runs, as lines when
                   stderr is not a terminal (on a terminal the table is drawn without it)
+  --cpu-devices-own-cores
+                  the CPU devices were each given cores of their own (e.g. on 2 cores:
+                  POCL_MAX_PTHREAD_COUNT=1 LP_NUM_THREADS=1, one PoCL and one rusticl device):
+                  scaling runs them at once (parallel_for_options::cpu_devices_share_cores off)
 topics (names --filter matches):
   host_to_kernel, host_to_kernel.relaunch_baseline, spsc_baseline   rings into one kernel
   ring_wake       a pop woken by a host push after quiet, against a condition variable
@@ -79,6 +84,8 @@ int main(int argc, char** argv) {
       s.verbose = true;
     else if (!std::strcmp(argv[i], "--live"))
       s.live = true;
+    else if (!std::strcmp(argv[i], "--cpu-devices-own-cores"))
+      s.cpu_devices_own_cores = true;
     else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
       std::cout << usage;
       return 0;

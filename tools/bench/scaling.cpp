@@ -22,10 +22,11 @@ __kernel void work(__global const float* x, __global float* y, uint steps) {
 
 /// Items per second: the median of `runs` runs after one warm-up (builds, first-launch compiles).
 double throughput(runtime& rt, const std::vector<std::size_t>& devices, std::size_t n, std::size_t runs,
-                  parallel_for_report* last) {
+                  parallel_for_report* last, bool own_cores) {
   parallel_for_options o;
   o.name = "scaling";
   o.devices = devices;
+  o.cpu_devices_share_cores = !own_cores;
   parallel_kernel k(rt, {work_source, "work"}, o);
   std::vector<float> x(n, 1.0f), y(n);
   const cl_uint steps = 256;
@@ -94,7 +95,7 @@ void scaling_topic(bench_context& c) {
   const std::size_t count = std::min<std::size_t>(3, c.rt.devices().size());
   std::vector<double> alone;
   for (std::size_t d = 0; d < count; ++d) {
-    alone.push_back(throughput(c.rt, {d}, n, runs, nullptr));
+    alone.push_back(throughput(c.rt, {d}, n, runs, nullptr, c.s.cpu_devices_own_cores));
     std::fprintf(stderr, "  scaling alone  %-46.46s %10.3g items/s\n", c.rt.device_at(d).label().c_str(), alone.back());
   }
   for (std::size_t k = 1; k <= count; ++k) {
@@ -106,8 +107,12 @@ void scaling_topic(bench_context& c) {
       best = std::max(best, alone[d]);
     }
     parallel_for_report last;
-    const double rate = throughput(c.rt, devices, n, runs, &last);
-    result r{"scaling.parallel_for", {{"devices", std::to_string(k)}, {"items", std::to_string(n)}}, {}};
+    const double rate = throughput(c.rt, devices, n, runs, &last, c.s.cpu_devices_own_cores);
+    result r{"scaling.parallel_for",
+             {{"devices", std::to_string(k)},
+              {"items", std::to_string(n)},
+              {"cpu_devices", c.s.cpu_devices_own_cores ? "own cores" : "share cores"}},
+             {}};
     r.metrics["items_per_s"] = rate;
     r.metrics["sum_alone_items_per_s"] = sum;
     r.metrics["efficiency"] = rate / sum;
