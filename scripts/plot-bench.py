@@ -230,16 +230,23 @@ def plot_barrier(res, path, title):
 
 def plot_scaling(res, path, title):
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    # One colour per build where a file compares builds (its families), named by its labels.
+    fams = res.families if len(res.families) > 1 else [None]
+    tag = lambda fam: f" [{res.labels.get(fam, fam)}]" if fam else ""
     devs = res.values("scaling.parallel_for", "devices")
-    bars(a, devs, [("items per second", [res.series("scaling.parallel_for", "devices", "items_per_s").get(d) for d in devs],
-                    dict(color="C0")),
-                   ("baseline: the sum of each device alone",
-                    [res.series("scaling.parallel_for", "devices", "sum_alone_items_per_s").get(d) for d in devs],
-                    dict(color="0.6"))], "items per second")
+    col = lambda fam, metric: [res.series("scaling.parallel_for", "devices", metric, None, fam).get(d) for d in devs]
+    series = [("items per second" + tag(fam), col(fam, "items_per_s"), dict(color=f"C{i}")) for i, fam in enumerate(fams)]
+    series += [("baseline: the sum of each device alone" + tag(fam), col(fam, "sum_alone_items_per_s"),
+                dict(color=f"{0.45 + 0.2 * i:.2f}")) for i, fam in enumerate(fams)]
+    bars(a, devs, series, "items per second")
     a.set_xlabel("devices")
-    a.set_title("parallel_for over devices (efficiency: " + ", ".join(
-        f"{statistics.median(v):.2f}" for v in res.series("scaling.parallel_for", "devices", "efficiency").values()) + ")",
-        fontsize=9)
+    if len(fams) > 1:
+        a.set_ylim(0, a.get_ylim()[1] * 1.6)  # room for the longer legend above the bars
+    efficiency = "\n".join(
+        (res.labels.get(fam, fam) + ": " if fam else "") + ", ".join(
+            f"{statistics.median(v):.2f}" for v in res.series("scaling.parallel_for", "devices", "efficiency", None,
+                                                              fam).values()) for fam in fams)
+    a.set_title("parallel_for over devices, efficiency by devices\n" + efficiency, fontsize=9)
     farm = res.named("work_stealing.farm")
     if farm:
         m = farm[0][1]["metrics"]
@@ -249,14 +256,14 @@ def plot_scaling(res, path, title):
         b.set_title("a farm of two replicas, uneven items", fontsize=9)
     elif res.has("scaling.resident"):
         devs = res.values("scaling.resident", "devices")
-        bars(b, devs, [("split arrays: the data stays on the devices",
-                        [res.series("scaling.resident", "devices", "split_arrays_items_per_s").get(d) for d in devs],
-                        dict(color="C0")),
-                       ("baseline: host arrays, copied in and out each run",
-                        [res.series("scaling.resident", "devices", "host_arrays_items_per_s").get(d) for d in devs],
-                        dict(color="0.6"))], "items per second")
+        rcol = lambda fam, metric: [res.series("scaling.resident", "devices", metric, None, fam).get(d) for d in devs]
+        series = [("split arrays: the data stays on the devices" + tag(fam), rcol(fam, "split_arrays_items_per_s"),
+                   dict(color=f"C{i}")) for i, fam in enumerate(fams)]
+        series += [("baseline: host arrays, copied in and out each run" + tag(fam), rcol(fam, "host_arrays_items_per_s"),
+                    dict(color=f"{0.45 + 0.2 * i:.2f}")) for i, fam in enumerate(fams)]
+        bars(b, devs, series, "items per second")
         b.set_xlabel("devices")
-        b.set_ylim(0, b.get_ylim()[1] * 1.3)  # room for the legend above the bars
+        b.set_ylim(0, b.get_ylim()[1] * (1.6 if len(fams) > 1 else 1.3))  # room for the legend above the bars
         b.set_title("a light kernel run after run (block partition)", fontsize=9)
     finish(fig, (a, b), path, title)
 
