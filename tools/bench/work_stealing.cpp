@@ -59,6 +59,7 @@ double makespan(runtime& rt, std::vector<std::size_t> devices, farm_shape shape,
   p.run();
   const double secs = seconds_since(t0);
   if (bad != 0) throw std::runtime_error("work_stealing: " + std::to_string(bad) + " results wrong or out of order");
+  if (s.verbose) std::fprintf(stderr, "%s (%.3f s)\n%s", shape.name, secs, p.metrics().table().c_str());
   if (moves)
     for (const auto& st : p.metrics().stages)
       if (st.kind == stage_kind::dealer) *moves = {st.steals, st.stolen, st.rebalances, st.rebalanced};
