@@ -98,7 +98,9 @@ bool run_at_once(runtime& rt, unsigned n) {
       ++entered;
       all_in.notify_all();
       if (all_in.wait_for(lock, std::chrono::seconds(5), [&] { return entered == n; })) ++met;
-      if (++left == n) done.set_value();
+      const bool last = ++left == n;
+      lock.unlock(); // before the caller may return and destroy the mutex
+      if (last) done.set_value();
     });
   done.get_future().wait();
   return met == n;
