@@ -68,6 +68,10 @@ void run_chains(runtime& rt, meeting& meet, std::uint32_t (&received)[chains], s
       << p.dry_run().text();
   p.start();
   EXPECT_GE(rt.threads(), std::min(6u, rt.thread_limit()));
+  const std::string running = "runtime threads asked for: 6 (6 host stages, 0 kernels whose proxies copy their "
+                              "batches); the runtime runs " +
+                              std::to_string(rt.threads()) + " (at most " + std::to_string(rt.thread_limit()) + ")";
+  EXPECT_NE(p.plan().find(running), std::string::npos) << p.plan();
   p.wait(60s);
 }
 

@@ -33,6 +33,15 @@ host_threads count_host_threads(const graph& g, const plan& p, const topology& t
   return t;
 }
 
+std::string describe_host_threads(std::size_t stages, std::size_t copying_proxies) {
+  const auto count = [](std::size_t n, const char* what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  return "runtime threads asked for: " + std::to_string(stages + copying_proxies) + " (" + count(stages, "host stage") +
+         ", " + count(copying_proxies, "kernel") +
+         (copying_proxies == 1 ? " whose proxy copies its batches)" : " whose proxies copy their batches)");
+}
+
 busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host) {
   busy_threads b;
   for (std::size_t i = 0; i < g.stages.size(); ++i) {

@@ -1,5 +1,7 @@
 #include <ringpipe/plan.hpp>
 
+#include "planner.hpp"
+
 #include <algorithm>
 
 namespace ringpipe {
@@ -26,14 +28,8 @@ std::string pipeline_plan::text() const {
                                     : "objective: " + objective +
                                           (objective_reason.empty() ? "" : " (" + objective_reason + ")") + "\n";
   if (!parking_reason.empty()) t += parking_reason + "\n";
-  if (host_stage_threads + copying_proxy_threads > 0) {
-    const auto count = [](std::size_t n, const char* what) {
-      return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
-    };
-    t += "runtime threads asked for: " + std::to_string(host_stage_threads + copying_proxy_threads) + " (" +
-         count(host_stage_threads, "host stage") + ", " + count(copying_proxy_threads, "kernel") +
-         " whose proxy copies its batches)\n";
-  }
+  if (host_stage_threads + copying_proxy_threads > 0)
+    t += detail::describe_host_threads(host_stage_threads, copying_proxy_threads) + "\n";
   for (const auto& s : stages) {
     t += std::string(to_string(s.kind)) + " '" + s.name + "'";
     if (s.device) t += " on device " + std::to_string(*s.device);

@@ -7,6 +7,7 @@
 #include <ringpipe/plan.hpp>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace ringpipe::detail {
@@ -74,6 +75,8 @@ struct busy_threads {
 };
 busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host);
 host_threads count_host_threads(const graph& g, const plan& p, const topology& topo);
+/// "runtime threads asked for: 3 (2 host stages, 1 kernel whose proxy copies its batches)".
+std::string describe_host_threads(std::size_t stages, std::size_t copying_proxies);
 
 /// Latency: where the busy threads exceed the host's cores and a CPU pool cannot keep all of the
 /// pipeline's kernels of automatic mode persistent, all of them prefer parked (residency.cpp).
