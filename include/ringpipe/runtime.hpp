@@ -54,7 +54,6 @@ public:
   thread_hold(const thread_hold&) = delete;
   thread_hold& operator=(const thread_hold&) = delete;
   ~thread_hold();
-  unsigned threads() const noexcept { return threads_; }
 
 private:
   friend class runtime;
