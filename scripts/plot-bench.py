@@ -19,6 +19,7 @@ import statistics
 import sys
 
 from bench_plot_common import BASELINE, Results, bars, device_name, finish, line, plt, size_label, sizes_axis
+from bench_plot_farm import farm_told_costs, plot_farm, plot_farm_told_costs
 
 def plot_host_to_kernel(res, path, title):
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
@@ -268,50 +269,6 @@ def plot_scaling(res, path, title):
     finish(fig, (a, b), path, title)
 
 
-def plot_farm(res, path, title):
-    """Farm makespans per way of dealing (less is better), a group per build, a point per run."""
-    every = res.has("work_stealing.every_device")
-    fig, axes = plt.subplots(1, 2 if every else 1, figsize=(11, 4) if every else (6.5, 4))
-    a, b = (axes if every else (axes, None))
-
-    def col(name, metric, fam):
-        v = [r["metrics"][metric] for f, r in res.named(name) if f == fam and metric in r["metrics"]]
-        return v or None
-
-    fams = res.families
-    names = {"before": "before (farms dealt in turn)", "after": "after (least loaded by default)", **res.labels}
-    bars(a, [names.get(f, f) for f in fams], [("static: in turn, left where dealt", [col("work_stealing.farm", "static_s", f) for f in fams],
-                    dict(color="0.6")),
-                   ("in turn, stealing", [col("work_stealing.farm", "in_turn_stealing_s", f) or
-                                          (col("work_stealing.farm", "stealing_s", f) if not
-                                           col("work_stealing.farm", "least_loaded_s", f) else None) for f in fams],
-                    dict(color="C1")),
-                   ("least loaded, left where dealt", [col("work_stealing.farm", "least_loaded_s", f) for f in fams],
-                    dict(color="C2")),
-                   ("least loaded, stealing", [col("work_stealing.farm", "stealing_s", f)
-                                               if col("work_stealing.farm", "least_loaded_s", f) else None
-                                               for f in fams], dict(color="C0")),
-                   ("least loaded by each item's cost, stealing", [col("work_stealing.farm", "by_cost_s", f) for f in fams],
-                    dict(color="C4")),
-                   ("baseline: ideal (work / summed speeds)", [col("work_stealing.farm", "ideal_s", f) for f in fams],
-                    dict(color="0.3"))], "seconds (less is better)")
-    a.set_ylim(0, a.get_ylim()[1] * 1.5)  # room for the legend above the bars
-    a.set_title("a farm on two PoCL devices, uneven items", fontsize=9)
-    if every:
-        fam = [f for f in fams if col("work_stealing.every_device", "static_s", f)]
-        devs = res.values("work_stealing.every_device", "devices")[0]
-        bars(b, [names.get(f, f) for f in fam], [("static: in turn, left where dealt", [col("work_stealing.every_device", "static_s", f) for f in fam],
-                       dict(color="0.6")),
-                      ("in turn, stealing", [col("work_stealing.every_device", "in_turn_stealing_s", f) for f in fam],
-                       dict(color="C1")),
-                      ("least loaded, stealing",
-                       [col("work_stealing.every_device", "least_loaded_stealing_s", f) for f in fam], dict(color="C0"))],
-             "seconds (less is better)")
-        b.set_ylim(0, b.get_ylim()[1] * 1.4)
-        b.set_title(f"the farm on all {devs} devices (unequal: PoCL x2 + rusticl)", fontsize=9)
-    finish(fig, [x for x in (a, b) if x is not None], path, title)
-
-
 def plot_replica_exchange(res, path, title):
     fig, ax = plt.subplots(figsize=(8, 4))
     rows = res.named("replica_exchange")
@@ -374,6 +331,7 @@ TOPICS = [  # (file suffix, needs any of these results, plot)
     ("barrier", ("barrier",), None, plot_barrier),
     ("scaling", ("scaling.parallel_for",), None, plot_scaling),
     ("farm", ("work_stealing.every_device",), None, plot_farm),
+    ("farm-costs", ("work_stealing.farm",), farm_told_costs, plot_farm_told_costs),
     ("replica-exchange", ("replica_exchange",), None, plot_replica_exchange),
     ("round-group", ("round_group",), None, plot_round_group),
 ]

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 
 using namespace ringpipe;
 using namespace ringpipe::detail;
@@ -39,15 +40,17 @@ struct dealer_rig {
   /// Item i costs 7 when odd, 1 when even (with `by_cost`; else the dealer counts 1 each).
   static double cost(std::uint64_t i) { return i % 2 == 1 ? 7 : 1; }
 
-  explicit dealer_rig(farm_dealing dealing, bool steal = false, bool by_cost = false) {
+  explicit dealer_rig(farm_dealing dealing, bool steal = false, bool by_cost = false, bool group_by_cost = true,
+                      bool for_throughput = false) {
     farm_options o;
-    o.dealing = dealing, o.steal = steal, o.queue = 64, o.ring = ring_slots;
+    o.dealing = dealing, o.steal = steal, o.queue = 64, o.ring = ring_slots, o.group_by_cost = group_by_cost;
     if (by_cost) o.cost = item_cost<std::uint64_t>([](std::uint64_t i) { return cost(i); });
     dealer = std::make_shared<farm_dealer>(ex, "work:deal", 64, ledger, o, std::vector<double>{1.0, 1.0},
                                            std::vector<std::string>{"work@0", "work@1"});
     dealer->add_input(input);
     for (auto& r : rings)
       dealer->add_output(r);
+    if (for_throughput) dealer->poll_for_throughput();
     dealer->start();
   }
   ~dealer_rig() { dealer->stop(); }
@@ -153,6 +156,31 @@ TEST(FarmDealer, DealtByCostTheWorkIsSplitBySpeedInCost) {
   EXPECT_LE(report.imbalance, 1.2) << report.table();
 }
 
+// Given costs, a replica's ring is fed cheapest first (like items side by side in a warp's or a
+// vector's lanes) and the ledger, which the merger restores the order by, records that order.
+TEST(FarmDealer, GivenCostsEachFeedGoesInOrderOfCostAndTheLedgerFollows) {
+  for (const bool group : {true, false}) {
+    dealer_rig rig(farm_dealing::least_loaded, false, true, group);
+    rig.deal();
+    int mixed = 0;
+    for (std::size_t r = 0; r < 2; ++r) {
+      std::vector<double> costs;
+      std::uint64_t item = 0, given = 0;
+      while (rig.rings[r]->try_pop_bytes(&item)) {
+        ASSERT_TRUE(rig.ledger->next_of(r, given));
+        EXPECT_EQ(given, item) << "replica " << r << ": the ledger's order is not the ring's";
+        costs.push_back(dealer_rig::cost(item));
+      }
+      ASSERT_GE(costs.size(), ring_slots / 2) << "replica " << r << "'s ring was not fed";
+      const auto costly = std::count(costs.begin(), costs.end(), 7.0);
+      if (costly == 0 || static_cast<std::size_t>(costly) == costs.size()) continue; // one cost only
+      ++mixed;
+      EXPECT_EQ(std::is_sorted(costs.begin(), costs.end()), group) << "replica " << r << ", grouped " << group;
+    }
+    EXPECT_GE(mixed, 1) << "no feed mixed costs: nothing to order";
+  }
+}
+
 TEST(FarmDealer, ACostThatIsNotPositiveFailsTheDealerNamingTheFarmAndItem) {
   dealer_rig rig(farm_dealing::least_loaded);
   farm_options o;
@@ -205,6 +233,30 @@ TEST(FarmDealer, WhenAReplicaSlowsItsExcessMovesAsSoonAsTheSpeedIsLearnt) {
   ASSERT_EQ(rig.times_taken.size(), rig.next);
   EXPECT_EQ(std::count(rig.times_taken.begin(), rig.times_taken.end(), 1), static_cast<std::ptrdiff_t>(rig.next))
       << "every item taken once";
+}
+
+// Under throughput a host stage sleeps until about a quarter of its smallest ring (4 of 16 slots
+// here) has come at its rate; a neighbour's wake leaves that sleep alone, but the end of its input
+// does not wait for it.
+TEST(FarmDealer, UnderThroughputWakesWaitForThePacedTurnButAClosedInputDoesNot) {
+  dealer_rig rig(farm_dealing::in_turn, false, false, true, true);
+  rig.feeding = false;
+  rig.ex->run_ready(); // the first step: nothing yet
+  ASSERT_TRUE(rig.ex->timer_in());
+  rig.ex->advance(40us); // within its first sleep (50 us)
+  const std::uint64_t first = 0, second = 1;
+  ASSERT_TRUE(rig.input->try_push_bytes(&first));
+  rig.dealer->wake();
+  rig.ex->run_ready(); // deals and feeds it: 2 messages moved in the 40 us since it slept
+  rig.ex->run_ready(); // nothing more: 4 take 80 us at that rate
+  ASSERT_EQ(rig.ex->ready(), 0u);
+  EXPECT_EQ(rig.ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(80us));
+  ASSERT_TRUE(rig.input->try_push_bytes(&second));
+  rig.dealer->wake();
+  EXPECT_EQ(rig.ex->ready(), 0u) << "a neighbour's wake cut the paced sleep short";
+  rig.input->close();
+  rig.dealer->wake();
+  EXPECT_EQ(rig.ex->ready(), 1u) << "the end of the input waited for the paced turn";
 }
 
 TEST(FarmDealer, EqualReplicasShareEvenly) {

@@ -94,6 +94,73 @@ TEST_F(PollerTest, WakeCutsASleepShortAndStartsTheBackoffOver) {
   EXPECT_FALSE(ex->timer_in()) << "the sleep was cancelled";
 }
 
+// Under the throughput objective a host stage's sleep after progress is paced: as long as the
+// rate since its last sleep takes to bring a turn's worth (100 messages here), so that a stage
+// beside a slow kernel wakes a few times per ring, not per message. A neighbour's nudge leaves a
+// paced sleep alone (its timer comes when the work does); wake() (a stop) still cuts it short.
+struct PacedPollerTest : PollerTest {
+  std::size_t per_step = 10;
+  poller paced{ex, poll_timing{0us, 50us, 1000us, 100}, [this] {
+                 ++steps;
+                 if (next == poll_result::progress) paced.moved(per_step);
+                 return next;
+               }};
+};
+
+TEST_F(PacedPollerTest, SleepsAsLongAsTheRateTakesToBringATurnsWorth) {
+  paced.start(owner);
+  ex->advance(40us);
+  ex->run_ready(); // 10 messages in the 40 us since start: 100 take 400 us
+  next = poll_result::idle;
+  ex->run_ready();
+  EXPECT_EQ(ex->ready(), 0u);
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(400us));
+  paced.nudge();
+  EXPECT_EQ(ex->ready(), 0u) << "a nudge cut a paced sleep short";
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(400us));
+  // The timer's step finds work: 20 messages over the 400 us slept, so the next sleep is 2 ms,
+  // held to the ceiling.
+  per_step = 20;
+  next = poll_result::progress;
+  ex->advance(400us);
+  next = poll_result::idle;
+  ex->run_ready();
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(1000us));
+  paced.wake();
+  EXPECT_EQ(ex->ready(), 1u) << "wake() must cut any sleep short (a stop)";
+}
+
+TEST_F(PacedPollerTest, AtAHighRateTheSleepIsTheFirstAndANudgeWakesIt) {
+  paced.start(owner);
+  per_step = 1000;
+  ex->advance(10us);
+  ex->run_ready(); // 1,000 messages in 10 us: 100 take 1 us, less than the first sleep
+  next = poll_result::idle;
+  ex->run_ready();
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(50us));
+  paced.nudge();
+  EXPECT_EQ(ex->ready(), 1u) << "an unpaced sleep ignored new work";
+}
+
+// After an idle stretch, what a woken stage finds came just before the wake: the rate is counted
+// from the wake, not from the start of the long sleep it cut short (which would pace the sleep
+// after a burst to the ceiling and leave the burst's neighbours waiting).
+TEST_F(PacedPollerTest, WokenFromAnIdleSleepItCountsFromTheWake) {
+  next = poll_result::idle;
+  paced.start(owner);
+  ex->run_ready();    // nothing: 50 us
+  ex->advance(50us);  // nothing: 100 us
+  ex->advance(100us); // nothing: 200 us
+  ex->advance(150us); // a burst arrives 150 us into that sleep
+  paced.wake();
+  next = poll_result::progress;
+  ex->run_ready(); // 10 messages
+  next = poll_result::idle;
+  ex->advance(5us);
+  ex->run_ready(); // 10 in 5 us: 100 take 50 us, the first sleep
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(50us));
+}
+
 TEST_F(PollerTest, DoneStopsPollingForGood) {
   p.start(owner);
   next = poll_result::done;

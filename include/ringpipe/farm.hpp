@@ -6,7 +6,9 @@
 // would drain last as many items as even their drain times (half, between replicas of one speed;
 // the items dealt last). When a replica's measured speed changes so that the queues would drain
 // more than 1.2x apart (it slowed, and holds what was dealt for its old speed), the balancer's
-// rebalance plan moves the excess at once. A merger gathers the results and, for an ordered
+// rebalance plan moves the excess at once. Given items' costs, each feed of a replica's ring goes
+// in order of cost, so that SIMD lanes run items of like cost together. A merger gathers the
+// results and, for an ordered
 // farm, restores the input order. Every item is processed exactly once; the stage's metrics count
 // steals and rebalances and show each replica's measured speed and how evenly the queues would
 // drain.
@@ -54,6 +56,11 @@ struct farm_options {
   /// steals even drain times by it, so a farm whose items' costs are known keeps unequal work
   /// even without moving items.
   std::function<double(const std::byte*)> cost = {};
+  /// With `cost`: the items fed into a replica's ring at one time go in order of cost, so that
+  /// items of like cost sit side by side and run in the same lanes of a warp or vector (one costly
+  /// item among cheap ones holds its whole lane group for its run). The merger restores the input
+  /// order either way. false: items go in as dealt.
+  bool group_by_cost = true;
 };
 
 /// A farm_options::cost from `fn(const In&)` (an item's relative cost).

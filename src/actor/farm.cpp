@@ -131,6 +131,18 @@ void farm_dealer::rebalance() {
   rebalanced.fetch_add(moved, std::memory_order_relaxed);
 }
 
+void farm_dealer::group_feed(std::size_t r, std::size_t n) {
+  // Only within one feed: every item fed goes into the ring now, so none waits behind later
+  // cheaper ones, and the ledger records the order fed, which the merger follows.
+  if (!options_.cost || !options_.group_by_cost || n < 2) return;
+  // Ties in dealing order (std::sort allocates nothing, where std::stable_sort would per feed).
+  const auto by_cost = [](const item& a, const item& b) {
+    return a.cost < b.cost || (a.cost == b.cost && a.seq < b.seq);
+  };
+  const auto first = queues_[r].begin(), last = first + static_cast<std::ptrdiff_t>(n);
+  if (!std::is_sorted(first, last, by_cost)) std::sort(first, last, by_cost);
+}
+
 std::size_t farm_dealer::move_queued(std::size_t from, std::size_t to, double cost) {
   // The items dealt last: `from` keeps those it will reach first.
   auto& source = queues_[from];
@@ -173,6 +185,7 @@ std::size_t farm_dealer::turn() {
     if (options_.steal && queues_[r].empty() && ring.space() > 0) steal_for(r);
     std::size_t fed = 0;
     double fed_cost = 0;
+    group_feed(r, std::min<std::size_t>(queues_[r].size(), ring.space()));
     while (!queues_[r].empty() && ring.space() > 0) {
       const item& next = queues_[r].front();
       ledger_->given(r, next.seq); // before the push: the merger may see its result at once

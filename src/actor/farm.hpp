@@ -86,6 +86,8 @@ private:
   /// How many items the queues may hold in all now.
   std::size_t queue_limit() const;
   void steal_for(std::size_t thief);
+  /// Orders the first `n` items of replica r's queue by cost (farm_options::group_by_cost).
+  void group_feed(std::size_t r, std::size_t n);
   /// After a speed changed: the balancer's plan, when the queues' drain times drift apart.
   void rebalance();
   /// Moves the items dealt last from `from`'s queue to `to`'s, up to `cost` of them; the count.

@@ -23,12 +23,31 @@ void host_stage::start() {
   out_buf_.resize(std::max<std::size_t>(std::max(out_size_, in_size_), 1));
   if (outputs_.size() > 1)
     out_block_.resize(std::size_t{batch_} * std::max<std::size_t>(std::max(out_size_, in_size_), 1));
+  if (paced_) {
+    // A quarter of the smallest ring: a neighbour filling or draining it has three quarters left
+    // while this stage sleeps. And at most a quarter of a turn: a stage that moves more than that
+    // per first sleep (a 16-byte stream's source or sink) sleeps that, woken as before.
+    std::uint32_t pace = batch_ / 4;
+    for (const auto& in : inputs_.all())
+      pace = std::min(pace, in->ring->capacity() / 4);
+    for (const auto& out : outputs_)
+      pace = std::min(pace, out.ring->capacity() / 4);
+    poller_.set_pace(std::max<std::uint32_t>(pace, 1));
+  }
   poller_.start(weak_from_this());
 }
 
 void host_stage::stop() noexcept {
   stop_.store(true, std::memory_order_release);
   poller_.wake();
+}
+
+void host_stage::wake() {
+  const auto& inputs = inputs_.all();
+  if (std::any_of(inputs.begin(), inputs.end(), [](const auto& in) { return in->ring->closed(); }))
+    poller_.wake();
+  else
+    poller_.nudge();
 }
 
 bool host_stage::wait_exited(std::chrono::nanoseconds timeout) const {
@@ -55,6 +74,7 @@ poll_result host_stage::step() {
     const auto t0 = std::chrono::steady_clock::now();
     moved = turn();
     if (moved > 0) {
+      poller_.moved(moved);
       busy_ns.fetch_add(static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()),
                         std::memory_order_relaxed);
       batches.fetch_add(1, std::memory_order_relaxed);

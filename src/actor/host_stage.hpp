@@ -44,13 +44,20 @@ public:
   void start();
   /// Stops at the next step. Any thread.
   void stop() noexcept;
-  /// Any thread: step soon (a neighbour moved messages).
-  void wake() { poller_.wake(); }
+  /// Any thread: step soon (a neighbour moved messages), unless it sleeps until its paced turn
+  /// and no input has closed (the end of a stream is not paced).
+  void wake();
   /// Before start(): back off at once after progress instead of re-polling for a spin window
-  /// (where the pipeline's threads outnumber the cores, the spin takes a core a kernel needs).
-  void no_spin() noexcept { poller_.set_spin_window(std::chrono::microseconds(0)); }
+  /// (where the pipeline's threads outnumber the cores, the spin takes a core a kernel needs), and
+  /// pace the sleeps so that a turn finds about a quarter of its smallest ring or of its batch.
+  void poll_for_throughput() noexcept {
+    poller_.set_spin_window(std::chrono::microseconds(0));
+    paced_ = true;
+  }
   /// How long it re-polls at once after progress (0: it backs off at once).
   std::chrono::microseconds spin_window() const noexcept { return poller_.timing().spin_window; }
+  /// The messages its sleeps are paced to find at a turn (0: not paced). After start().
+  std::uint32_t pace() const noexcept { return poller_.timing().pace; }
   /// Waits until the stage has left its loop (finished, failed or stopped).
   bool wait_exited(std::chrono::nanoseconds timeout) const;
 
@@ -125,6 +132,7 @@ private:
   std::size_t in_size_ = 0, out_size_ = 0;
   poller poller_;
   std::atomic<bool> stop_{false};
+  bool paced_ = false;
   mutable std::mutex mutex_;
   mutable std::condition_variable exited_cv_;
 };

@@ -8,7 +8,7 @@ namespace ringpipe::detail {
 
 void poller::start(std::weak_ptr<void> owner) {
   owner_ = std::move(owner);
-  last_progress_ = executor_->now();
+  last_progress_ = pace_from_ = executor_->now();
   posted_.store(true, std::memory_order_relaxed);
   started_.store(true, std::memory_order_release);
   executor_->post(*this);
@@ -22,6 +22,10 @@ void poller::wake() {
   if (!posted_.exchange(true, std::memory_order_acq_rel)) executor_->post(*this);
 }
 
+void poller::nudge() {
+  if (!paced_sleep_.load(std::memory_order_acquire)) wake();
+}
+
 // An idle stage's spin window holds a core (its executor re-posts at once): where that core is the
 // one a busy poller needs (a rank bound to one core, beside its MPI link thread), the spin only
 // delays the neighbour that would wake it, so it sleeps at once instead (a 1 MiB remote stream
@@ -30,13 +34,29 @@ bool poller::may_spin() noexcept {
   return spinning_helps(usable_cpus(), busy_pollers().load(std::memory_order_relaxed));
 }
 
+std::chrono::microseconds poller::first_sleep(poll_executor::clock::time_point now) noexcept {
+  auto sleep = timing_.first_sleep;
+  if (timing_.pace != 0 && paced_ != 0) {
+    // The messages that came during the last sleep and the turns since, at the same rate.
+    const auto took = std::chrono::duration_cast<std::chrono::microseconds>(now - pace_from_);
+    const auto until_pace = took * static_cast<std::int64_t>(timing_.pace) / static_cast<std::int64_t>(paced_);
+    sleep = std::clamp(until_pace, timing_.first_sleep, std::max(timing_.first_sleep, timing_.ceiling));
+  }
+  paced_ = 0;
+  pace_from_ = now;
+  return sleep;
+}
+
 void poller::run() {
   posted_.store(false, std::memory_order_release);
+  paced_sleep_.store(false, std::memory_order_release);
   if (done_) return;
   if (woken_.exchange(false, std::memory_order_acq_rel)) {
     executor_->cancel_timer();
     delay_ = std::chrono::microseconds(0);
     last_progress_ = executor_->now();
+    // Woken from an idle sleep: what it finds came just now, not over the whole sleep.
+    if (idle_sleep_) pace_from_ = last_progress_;
   }
   const poll_result r = step_();
   if (r == poll_result::done) {
@@ -51,7 +71,15 @@ void poller::run() {
     if (!posted_.exchange(true, std::memory_order_acq_rel)) executor_->post(*this);
     return;
   }
-  delay_ = delay_.count() == 0 ? timing_.first_sleep : std::min(delay_ * 2, timing_.ceiling);
+  if (delay_.count() == 0) {
+    delay_ = first_sleep(now);
+    idle_sleep_ = false;
+    paced_sleep_.store(delay_ > timing_.first_sleep, std::memory_order_release);
+  } else {
+    delay_ = std::min(delay_ * 2, timing_.ceiling);
+    pace_from_ = now; // idle since: the next window counts from here
+    idle_sleep_ = true;
+  }
   executor_->post_at(*this, now + delay_);
 }
 

@@ -2,14 +2,19 @@
 // The one polling loop of the actor runtime. Kernel proxies and host stages call `step()` on
 // their own executor (a strand); it answers whether it made progress, and the poller decides
 // when to call it again: at once while work flows and for a short spin window after, then on a
-// timer that doubles up to a ceiling, so an idle pipeline costs nothing. `wake()` (new work
-// arrived, a stop was asked) cuts a sleep short.
+// timer that doubles up to a ceiling, so an idle pipeline costs nothing. A paced poller (a host
+// stage under the throughput objective) told how many messages each step moved sleeps, after
+// progress, as long as the last rate takes to bring its pace of messages (within the first sleep
+// and the ceiling), so that a stage beside a slow kernel wakes a few times per ring instead of
+// once per message or two. `wake()` (a stop, the end of a stream) cuts any sleep short; `nudge()`
+// (new work) cuts any but a paced one.
 //
 // The executor is injected: the runtime's is a strand with a steady timer, and tests step a
 // manual one by hand, with no threads and no sleeps.
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -35,6 +40,9 @@ struct poll_timing {
   std::chrono::microseconds spin_window{0};  ///< after progress, re-poll at once this long (where spinning helps)
   std::chrono::microseconds first_sleep{40}; ///< then sleep this long,
   std::chrono::microseconds ceiling{1000};   ///< doubling up to this
+  /// Messages a turn should find (0: not paced): after progress the first sleep is the time the
+  /// rate since the last sleep takes to bring this many, within first_sleep and ceiling.
+  std::uint32_t pace = 0;
 };
 
 /// Host stages re-poll at once for a short window after progress (a message in flight arrives
@@ -63,10 +71,17 @@ public:
   void start(std::weak_ptr<void> owner);
   /// Cuts a sleep short: the next step runs soon, the backoff starts over. Any thread.
   void wake();
+  /// New work for it (a neighbour pushed or took): wake(), unless it sleeps a paced sleep, whose
+  /// timer comes when the work it paced for has come (at most the ceiling). Any thread.
+  void nudge();
   /// Runs one step and schedules the next (called by the executor).
   void run();
 
   void set_ceiling(std::chrono::microseconds ceiling) noexcept { timing_.ceiling = ceiling; }
+  /// Before start(): see poll_timing::pace.
+  void set_pace(std::uint32_t messages) noexcept { timing_.pace = messages; }
+  /// From the step: it moved `n` messages (paced pollers count them).
+  void moved(std::size_t n) noexcept { paced_ += n; }
   /// Before start(): how long to re-poll at once after progress (0: back off at once).
   void set_spin_window(std::chrono::microseconds window) noexcept { timing_.spin_window = window; }
   const poll_timing& timing() const noexcept { return timing_; }
@@ -78,6 +93,8 @@ public:
 
 private:
   static bool may_spin() noexcept;
+  /// The first sleep after progress; starts the next pace window.
+  std::chrono::microseconds first_sleep(poll_executor::clock::time_point now) noexcept;
 
   std::shared_ptr<poll_executor> executor_;
   poll_timing timing_;
@@ -85,10 +102,14 @@ private:
   std::weak_ptr<void> owner_;
   poll_executor::clock::time_point last_progress_{};
   std::chrono::microseconds delay_{0};
+  std::uint64_t paced_ = 0;                      // messages moved since pace_from_
+  poll_executor::clock::time_point pace_from_{}; // the last sleep's start
+  bool idle_sleep_ = false;                      // the sleep set is a second or later one without progress
   bool done_ = false;
   std::atomic<bool> posted_{false}; // a run is posted and has not started: wakes need not post another
   std::atomic<bool> woken_{false};
-  std::atomic<bool> started_{false}; // start() has set the owner and posted the first step
+  std::atomic<bool> started_{false};     // start() has set the owner and posted the first step
+  std::atomic<bool> paced_sleep_{false}; // the timer set is a sleep that pacing made longer than first_sleep
 };
 
 } // namespace ringpipe::detail

@@ -41,7 +41,8 @@ std::string runner::plan_text() const {
     if (const auto& a = stages_[i].actor) {
       const auto spin = a->spin_window().count();
       s += spin > 0 ? ": re-polls for " + std::to_string(spin) + " us after a turn that moved messages"
-                    : ": backs off after every turn (nothing spins under throughput)";
+                    : ": backs off after every turn and sleeps until about " + std::to_string(a->pace()) +
+                          " messages wait at its rate (nothing spins under throughput)";
     }
     s += "\n";
   }
