@@ -37,7 +37,7 @@ std::shared_ptr<host_stage> runner::add_actor(std::shared_ptr<host_stage> a) {
   // Under throughput nothing spins between runs: kernels run batched, and host stages back off
   // at once after a turn (the planner chose throughput because the busy threads exceed the cores;
   // on 2 cores a source's and a sink's spin windows cost a 16-byte stream 8-12%), sleeping as
-  // long as their rate takes to bring a turn's worth (a farm's dealer and merger beside slow
+  // long as their rate takes to bring a quarter of a ring or turn (a farm's dealer and merger beside slow
   // kernels took a quarter of a core waking every 50 us).
   if (plan_.objective == pipeline_objective::throughput) a->poll_for_throughput();
   a->on_failure = [events = events_, name = a->name()](const std::exception_ptr& e) {
