@@ -14,6 +14,7 @@
 
 #include "example_help.hpp"
 #include <ringpipe/array.hpp>
+#include <ringpipe/cpu_cores.hpp>
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/ring.hpp>
 
@@ -112,10 +113,8 @@ int main(int argc, char** argv) {
       std::printf("device %zu: %s\n", d->index(), d->label().c_str());
     std::printf("one device %.1f ms, %u devices in blocks %.1f ms, cyclically %.1f ms\n", ms(t0, t1), count, ms(t1, t2),
                 ms(t2, t3));
-    bool cpus_only = true;
-    for (const auto* d : all)
-      cpus_only = cpus_only && d->info().type == device_type::cpu;
-    if (cpus_only) std::printf("(every device here runs on the same host cores: more devices add no compute)\n");
+    if (const auto cores = cpu_devices_core_use(all, rt.host_cores()); cores.shared())
+      std::printf("(%s, so more devices add no compute)\n", cores.describe().c_str());
     if (wrong != 0) {
       std::printf("FAILED: %zu elements differ\n", wrong);
       return 1;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -173,6 +174,38 @@ TEST_F(SlowDevice, OnCoresOfItsOwnBothRunTheSlowOneLess) {
     sized[c.device] += c.measuring ? 0 : 1;
   EXPECT_GT(sized[0], 0u) << r.table();
   EXPECT_GT(sized[1], 0u) << r.table();
+}
+
+// Whether PoCL and rusticl run chunks at once is decided from their worker threads against the
+// host's cores: each running a thread per core (the usual environment) they share the cores; with
+// a worker each (POCL_MAX_PTHREAD_COUNT=1, LP_NUM_THREADS=1: ctest parallel_for.own_cores) on two
+// cores or more they each have one. RINGPIPE_EXPECT_CPU_CORES says which the environment is.
+TEST_F(SlowDevice, WhetherTheyShareCoresIsDecidedFromTheirWorkers) {
+  const char* expected = std::getenv("RINGPIPE_EXPECT_CPU_CORES");
+  if (expected == nullptr) GTEST_SKIP() << "RINGPIPE_EXPECT_CPU_CORES (own or shared) is not set for this environment";
+  const bool own = std::string(expected) == "own";
+  if (own && rt().host_cores() < 2) GTEST_SKIP() << "one host core: two workers share it whatever they are limited to";
+  const std::size_t n = std::size_t{1} << 16;
+  const auto x = ramp(n, 1.0f), y0 = ramp(n, 2.0f);
+  std::vector<float> y(n);
+  const auto run_told = [&](std::optional<bool> share) {
+    parallel_for_options o;
+    o.devices = {*pocl_, *rusticl_};
+    o.cpu_devices_share_cores = share;
+    auto r = parallel_for(rt(), {saxpy_source, "saxpy"}, o, n, input(x), input(y0), output(y), 1.0f, 0u);
+    expect_saxpy(x, y0, y, 1.0f, r.cpu_cores);
+    expect_exactly_once(r, n);
+    return r;
+  };
+  const auto found = run_told(std::nullopt);
+  EXPECT_NE(found.cpu_cores.find(own ? "each has cores of its own" : "they share the cores"), std::string::npos)
+      << found.table();
+  // Devices that share the cores are one pool (chunks to the fastest); otherwise each its own.
+  EXPECT_EQ(found.devices[0].pool == found.devices[1].pool, !own) << found.table();
+  // Told the opposite, the run does as told and says so.
+  const auto told = run_told(own);
+  EXPECT_EQ(told.cpu_cores, own ? "told they share the host's cores" : "told they have cores of their own");
+  EXPECT_EQ(told.devices[0].pool == told.devices[1].pool, own) << told.table();
 }
 
 TEST_F(ParallelFor, EachDeviceRunsItsChunksInOneWorkGroupSize) {

@@ -2,7 +2,9 @@
 // devices would be linked. `--json` prints the same as JSON; `--measure` adds the copy bandwidth
 // matrix between the host and every device.
 
+#include <ringpipe/backoff.hpp>
 #include <ringpipe/copy_bandwidth.hpp>
+#include <ringpipe/cpu_cores.hpp>
 #include <ringpipe/detail/json.hpp>
 #include <ringpipe/topology.hpp>
 
@@ -26,6 +28,14 @@ std::string modes_text(const device_info& i, const char* sep) {
 std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 const char* yes(bool b) { return b ? "yes" : "no"; }
 
+/// Every CPU device's workers against the cores this process may run on (as a runtime counts them).
+cpu_core_use core_use(const topology& topo) {
+  std::vector<const device*> all;
+  for (const auto& d : topo.devices())
+    all.push_back(&d);
+  return cpu_devices_core_use(all, static_cast<unsigned>(detail::affinity_cpus()));
+}
+
 void print_table(const topology& topo) {
   for (const auto& d : topo.devices()) {
     const auto& i = d.info();
@@ -34,6 +44,9 @@ void print_table(const topology& topo) {
               << "  type              " << to_string(i.type) << ", " << i.vendor << "\n"
               << "  version           " << i.version << " (driver " << i.driver_version << ")\n"
               << "  compute units     " << i.compute_units << "\n"
+              << (i.type == device_type::cpu
+                      ? "  worker threads    " + std::to_string(i.worker_threads) + " (host threads)\n"
+                      : std::string())
               << "  global / local    " << mib(i.global_memory) << " / " << (i.local_memory >> 10) << " KiB\n"
               << "  max work-group    " << i.max_work_group_size << "\n"
               << "  svm               coarse " << yes(i.svm.coarse) << ", fine buffer " << yes(i.svm.fine_buffer)
@@ -54,6 +67,7 @@ void print_table(const topology& topo) {
       std::printf("%-8s", std::string(to_string(topo.link(i, j))).c_str());
     std::cout << "\n";
   }
+  if (const auto cores = core_use(topo); cores.pools != 0) std::cout << "CPU devices: " << cores.describe() << "\n";
   for (const auto& f : topo.failures())
     std::cout << "platform '" << f.platform << "' failed: " << f.what << "\n";
 }
@@ -66,10 +80,11 @@ void print_json(const topology& topo) {
     o << (d.index() ? "," : "") << "\n    {\"index\": " << d.index() << ", \"name\": " << json_string(i.name)
       << ", \"platform\": " << json_string(i.platform) << ", \"type\": " << json_string(to_string(i.type))
       << ", \"vendor\": " << json_string(i.vendor) << ", \"version\": " << json_string(i.version)
-      << ", \"compute_units\": " << i.compute_units << ", \"global_memory\": " << i.global_memory
-      << ", \"local_memory\": " << i.local_memory << ", \"max_work_group_size\": " << i.max_work_group_size
-      << ", \"svm\": {\"coarse\": " << std::boolalpha << i.svm.coarse << ", \"fine_buffer\": " << i.svm.fine_buffer
-      << ", \"fine_system\": " << i.svm.fine_system << ", \"atomics\": " << i.svm.atomics << "}"
+      << ", \"compute_units\": " << i.compute_units << ", \"worker_threads\": " << i.worker_threads
+      << ", \"global_memory\": " << i.global_memory << ", \"local_memory\": " << i.local_memory
+      << ", \"max_work_group_size\": " << i.max_work_group_size << ", \"svm\": {\"coarse\": " << std::boolalpha
+      << i.svm.coarse << ", \"fine_buffer\": " << i.svm.fine_buffer << ", \"fine_system\": " << i.svm.fine_system
+      << ", \"atomics\": " << i.svm.atomics << "}"
       << ", \"atomics_64\": " << i.atomics_64 << ", \"c11_atomics\": " << i.c11_atomics
       << ", \"execution_timeout\": " << (i.execution_timeout ? (*i.execution_timeout ? "true" : "false") : "null")
       << ", \"modes\": [";
@@ -86,7 +101,10 @@ void print_json(const topology& topo) {
         << ", \"kind\": " << json_string(to_string(topo.link(i, j))) << "}";
       first = false;
     }
-  o << "\n  ],\n  \"platform_failures\": [";
+  const auto cores = core_use(topo);
+  o << "\n  ],\n  \"cpu_cores\": {\"worker_threads\": " << cores.worker_threads << ", \"pools\": " << cores.pools
+    << ", \"host_cores\": " << cores.host_cores << ", \"shared\": " << (cores.shared() ? "true" : "false") << "}";
+  o << ",\n  \"platform_failures\": [";
   for (std::size_t f = 0; f < topo.failures().size(); ++f)
     o << (f ? ", " : "") << "{\"platform\": " << json_string(topo.failures()[f].platform)
       << ", \"error\": " << json_string(topo.failures()[f].what) << "}";

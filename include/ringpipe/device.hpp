@@ -36,6 +36,10 @@ struct device_info {
   int opencl_minor = 2;
   device_type type = device_type::other;
   std::uint32_t compute_units = 0;
+  /// CPU devices: the host threads their work-items run on (PoCL: one worker per compute unit, in
+  /// a pool its CPU devices share, see budget_pool; Mesa's llvmpipe: llvmpipe_worker_threads in
+  /// cpu_cores.hpp); 0 for other devices.
+  std::uint32_t worker_threads = 0;
   std::uint64_t global_memory = 0;
   std::uint64_t local_memory = 0;
   std::uint64_t max_alloc = 0;

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -43,11 +44,11 @@ struct parallel_for_options {
   partitioner partition = dynamic_partition{};
   std::vector<std::size_t> devices = {}; ///< positions in runtime::devices(); empty: every device
   std::chrono::milliseconds timeout{60000};
-  /// CPU devices run on the host's cores, whatever their platform: chunks then go to the fastest
-  /// of them rather than to all at once (which only makes them compete). false where they have
-  /// cores of their own (sub-devices partitioned by cores, another socket, or each limited to
-  /// its share of the cores: POCL_MAX_PTHREAD_COUNT, LP_NUM_THREADS for rusticl's llvmpipe).
-  bool cpu_devices_share_cores = true;
+  /// Whether the CPU devices of the run compete for the host's cores: chunks then go to the
+  /// fastest of them rather than to all at once (which only makes them compete). Unset: decided
+  /// from their worker threads against runtime::host_cores() (cpu_cores.hpp; the report says
+  /// what was found). true or false where the caller knows better (sub-devices, another socket).
+  std::optional<bool> cpu_devices_share_cores = std::nullopt;
   /// Called on the calling thread before each chunk is enqueued on a device; a throw fails that
   /// device (its chunks go to the others). For tests and fault injection. Over split arrays the
   /// range is in piece order (see chunk_record).
@@ -83,6 +84,8 @@ struct parallel_for_report {
   double seconds = 0; ///< wall time of the run (data set-up included)
   std::vector<parallel_device_stats> devices;
   std::vector<chunk_record> chunks; ///< in the order they ended
+  /// Whether its CPU devices shared the host's cores, and why (cpu_core_use::describe, or "told").
+  std::string cpu_cores;
   /// Share of the items each device completed.
   double share(std::size_t device) const noexcept;
   std::string table() const;

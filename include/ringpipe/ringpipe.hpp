@@ -8,6 +8,7 @@
 #include <ringpipe/barrier.hpp>
 #include <ringpipe/collective.hpp>
 #include <ringpipe/copy_bandwidth.hpp>
+#include <ringpipe/cpu_cores.hpp>
 #include <ringpipe/device.hpp>
 #include <ringpipe/error.hpp>
 #include <ringpipe/kernel.hpp>

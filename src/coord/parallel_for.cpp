@@ -191,10 +191,10 @@ private:
     }
   }
 
-  /// CPU devices run on the host's cores, whatever their platform (unless told they were given
-  /// cores of their own); PoCL's devices share one pool of workers; others are on their own.
+  /// CPU devices that share the host's cores form one pool (parallel_kernel decided whether they
+  /// do); PoCL's devices share one pool of workers; others are on their own.
   std::string pool_of(const device& d) const {
-    if (d.info().type == device_type::cpu && options_.cpu_devices_share_cores) return "host cores";
+    if (d.info().type == device_type::cpu && options_.cpu_devices_share_cores.value_or(true)) return "host cores";
     return d.info().budget_pool.empty() ? "device " + std::to_string(d.index()) : d.info().budget_pool;
   }
 

@@ -3,6 +3,7 @@
 #include "device_list.hpp"
 #include "parallel_run.hpp"
 
+#include <ringpipe/cpu_cores.hpp>
 #include <ringpipe/program.hpp>
 #include <ringpipe/split_array.hpp>
 
@@ -43,6 +44,14 @@ parallel_kernel::parallel_kernel(runtime& rt, kernel_source source, parallel_for
   for (const device* d : speeds_->lanes)
     options_.devices.push_back(d->index());
   if (options_.timeout.count() <= 0) throw error(errc::invalid_argument, what + ": the timeout must be > 0");
+  if (options_.cpu_devices_share_cores) {
+    speeds_->cpu_cores =
+        *options_.cpu_devices_share_cores ? "told they share the host's cores" : "told they have cores of their own";
+  } else {
+    const auto use = cpu_devices_core_use(speeds_->lanes, rt.host_cores());
+    options_.cpu_devices_share_cores = use.shared();
+    speeds_->cpu_cores = use.describe();
+  }
   if (!std::holds_alternative<dynamic_partition>(options_.partition))
     (void)split(options_.partition, 0, speeds_->lanes.size()); // a bad partition is refused here, naming it
   const std::string file = source_.file.empty() ? "kernel " + source_.kernel : source_.file;
@@ -91,9 +100,12 @@ parallel_for_report parallel_kernel::run_erased(std::size_t n, std::vector<detai
     r.partition = describe(options_.partition);
     for (const device* d : speeds_->lanes)
       r.devices.push_back({d->label(), 0, 0, 0, 0, {}, {}});
+    r.cpu_cores = speeds_->cpu_cores;
     return r;
   }
-  return detail::run_parallel(*speeds_, options_, source_, n, args);
+  auto r = detail::run_parallel(*speeds_, options_, source_, n, args);
+  r.cpu_cores = speeds_->cpu_cores;
+  return r;
 }
 
 void parallel_kernel::check_split_arguments(const std::string& what, std::size_t n,
@@ -160,6 +172,7 @@ std::string parallel_for_report::table() const {
   std::snprintf(line, sizeof line, "%s: %zu indices, %s partition, %.3f ms\n", name.c_str(), items, partition.c_str(),
                 seconds * 1e3);
   s << line;
+  if (!cpu_cores.empty()) s << "  CPU devices: " << cpu_cores << "\n";
   std::snprintf(line, sizeof line, "  %-44s %10s %7s %7s %10s %14s\n", "device", "items", "share", "chunks", "busy ms",
                 "items/s");
   s << line;

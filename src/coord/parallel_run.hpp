@@ -29,6 +29,8 @@ struct parallel_speeds {
   std::vector<cl::CommandQueue> queues;      // per lane, made by the first run
   std::vector<cl::Kernel> kernels;           // per lane; a run sets every argument before its first chunk
   std::map<std::size_t, speed_record> speed; // per device index
+  /// Whether its CPU devices share the host's cores, and why (parallel_for_report::cpu_cores).
+  std::string cpu_cores;
   /// Reused by the next run of the same sizes once no command of its run holds it.
   std::shared_ptr<run_memory> kept_memory;
 };

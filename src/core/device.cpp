@@ -1,9 +1,12 @@
+#include <ringpipe/backoff.hpp>
+#include <ringpipe/cpu_cores.hpp>
 #include <ringpipe/device.hpp>
 #include <ringpipe/occupancy.hpp>
 #include <ringpipe/program.hpp>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 namespace ringpipe {
 namespace {
@@ -112,6 +115,12 @@ device_info probe_device(const cl::Platform& platform, const cl::Device& d) {
   const bool pocl_cpu =
       info.platform.find("Portable Computing Language") != std::string::npos && info.type == device_type::cpu;
   if (pocl_cpu) info.budget_pool = info.platform + "/cpu-workers"; // else: the device's own (topology)
+  if (info.type == device_type::cpu) {
+    info.worker_threads =
+        info.name.find("llvmpipe") != std::string::npos
+            ? llvmpipe_worker_threads(std::getenv("LP_NUM_THREADS"), static_cast<unsigned>(detail::affinity_cpus()))
+            : info.compute_units;
+  }
   info.persistent_budget = resident ? info.compute_units : 0;
   if (resident && info.type == device_type::cpu) {
     info.round_group = 8;

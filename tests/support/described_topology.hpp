@@ -22,6 +22,7 @@ struct described_device {
   std::uint32_t budget = 0;   ///< persistent workers of its pool
   std::string pool;           ///< devices of one pool share workers (PoCL)
   device_type type = device_type::cpu;
+  std::uint32_t workers = 2; ///< CPU devices: host threads its work-items run on (device_info::worker_threads)
 };
 
 inline described_device pocl_cpu(std::string name = "cpu") {
@@ -45,6 +46,7 @@ inline topology describe(const std::vector<described_device>& list) {
     info.modes = d.shared_memory ? std::vector{kernel_mode::persistent, kernel_mode::parked, kernel_mode::batched}
                                  : std::vector{kernel_mode::batched};
     info.persistent_budget = d.budget;
+    info.worker_threads = d.type == device_type::cpu ? d.workers : 0;
     info.budget_pool = d.pool.empty() ? "#" + std::to_string(devices.size()) + " " + d.name : d.pool;
     auto& ctx = contexts[d.platform];
     if (!ctx) ctx = std::make_shared<platform_context>();

@@ -51,9 +51,10 @@ const char* const usage = R"(usage: ringpipe-bench --json FILE [--filter REGEX] 
   --live          draws each pipeline's rates per link on stderr while it runs, as lines when
                   stderr is not a terminal (on a terminal the table is drawn without it)
   --cpu-devices-own-cores
-                  the CPU devices were each given cores of their own (e.g. on 2 cores:
-                  POCL_MAX_PTHREAD_COUNT=1 LP_NUM_THREADS=1, one PoCL and one rusticl device):
-                  scaling runs them at once (parallel_for_options::cpu_devices_share_cores off)
+                  tells scaling the CPU devices have cores of their own, which parallel_for
+                  otherwise decides from their worker threads against the host's cores (e.g. on
+                  2 cores POCL_MAX_PTHREAD_COUNT=1 LP_NUM_THREADS=1, one PoCL and one rusticl
+                  device, is found to be so)
 topics (names --filter matches):
   host_to_kernel, host_to_kernel.relaunch_baseline, spsc_baseline   rings into one kernel
   ring_wake       a pop woken by a host push after quiet, against a condition variable

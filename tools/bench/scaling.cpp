@@ -4,7 +4,9 @@
 // the sum of single-device throughputs counts those cores once per device: the speedup over the
 // best single device is reported beside it. `scaling.resident`: a light kernel run again and again
 // over data that stays on the devices (split arrays) against the same runs over host arrays (the
-// data copied in and out each run), with the same block partition, on the same devices.
+// data copied in and out each run), with the same block partition, on the same devices. Whether
+// the CPU devices run chunks at once is parallel_for's to decide (cpu_cores.hpp), unless
+// --cpu-devices-own-cores says they have cores of their own.
 
 #include "bench.hpp"
 
@@ -26,7 +28,7 @@ double throughput(runtime& rt, const std::vector<std::size_t>& devices, std::siz
   parallel_for_options o;
   o.name = "scaling";
   o.devices = devices;
-  o.cpu_devices_share_cores = !own_cores;
+  if (own_cores) o.cpu_devices_share_cores = false; // else parallel_for decides (cpu_cores.hpp)
   parallel_kernel k(rt, {work_source, "work"}, o);
   std::vector<float> x(n, 1.0f), y(n);
   const cl_uint steps = 256;
@@ -109,9 +111,7 @@ void scaling_topic(bench_context& c) {
     parallel_for_report last;
     const double rate = throughput(c.rt, devices, n, runs, &last, c.s.cpu_devices_own_cores);
     result r{"scaling.parallel_for",
-             {{"devices", std::to_string(k)},
-              {"items", std::to_string(n)},
-              {"cpu_devices", c.s.cpu_devices_own_cores ? "own cores" : "share cores"}},
+             {{"devices", std::to_string(k)}, {"items", std::to_string(n)}, {"cpu_devices", last.cpu_cores}},
              {}};
     r.metrics["items_per_s"] = rate;
     r.metrics["sum_alone_items_per_s"] = sum;
@@ -121,9 +121,10 @@ void scaling_topic(bench_context& c) {
     for (std::size_t d = 0; d < k; ++d)
       r.metrics["share_" + std::to_string(d)] = last.share(d);
     c.results.push_back(r);
-    std::fprintf(stderr,
-                 "  scaling %zu device(s): %10.3g items/s | sum alone %10.3g | efficiency %.2f | x%.2f best alone\n", k,
-                 rate, sum, rate / sum, rate / best);
+    std::fprintf(
+        stderr,
+        "  scaling %zu device(s): %10.3g items/s | sum alone %10.3g | efficiency %.2f | x%.2f best alone (%s)\n", k,
+        rate, sum, rate / sum, rate / best, last.cpu_cores.c_str());
     if (c.s.verbose) std::fprintf(stderr, "%s", last.table().c_str());
   }
   resident_rows(c, n, runs, count);

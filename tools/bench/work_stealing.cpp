@@ -5,8 +5,8 @@
 // the farm told each item's cost (its feeds ordered by cost, and not), and against the ideal: the
 // total work over the summed speed of each device running the stream alone (as it comes, and told
 // costs: the ideal for the farm told costs), all in this run, after a run on each device that
-// builds its kernel. On a CPU-only machine the devices share the host's cores, so that ideal
-// counts the cores twice.
+// builds its kernel. Where the CPU devices share the host's cores (cpu_cores.hpp), that ideal
+// counts the cores twice; the run says which.
 
 #include "bench.hpp"
 
@@ -142,8 +142,10 @@ void work_stealing_topic(bench_context& c) {
   const double s = percentile(steal, 0.5), d = percentile(stat, 0.5);
   const double l = percentile(dealt, 0.5), t = percentile(in_turn, 0.5), k = percentile(costed, 0.5);
   const double u = percentile(as_dealt, 0.5);
+  // Whether the ideal counts shared cores twice (cpu_cores.hpp).
+  const auto cores = cpu_devices_core_use({&c.rt.device_at(0), &c.rt.device_at(1)}, c.rt.host_cores());
   c.results.push_back({"work_stealing.farm",
-                       {{"items", std::to_string(items)}, {"devices", "2"}},
+                       {{"items", std::to_string(items)}, {"devices", "2"}, {"cpu_devices", cores.describe()}},
                        {{"stealing_s", s},
                         {"static_s", d},
                         {"least_loaded_s", l},
@@ -169,11 +171,12 @@ void work_stealing_topic(bench_context& c) {
                "alone %.3f s | in turn, stealing %.3f s | alone %.3f / %.3f s | ideal %.3f s (farm %.2fx of it) | "
                "%llu steals moved %llu, %llu rebalances %llu (the last run)\n"
                "  told costs: fed in order of cost %.3f s | fed as dealt %.3f s (%.2fx) | alone %.3f / %.3f s | "
-               "ideal %.3f s (farm %.2fx of it)\n",
+               "ideal %.3f s (farm %.2fx of it)\n  %s%s\n",
                items, s, d, d / s, l, t, alone[0], alone[1], ideal, s / ideal,
                static_cast<unsigned long long>(moves.steals), static_cast<unsigned long long>(moves.stolen),
                static_cast<unsigned long long>(moves.rebalances), static_cast<unsigned long long>(moves.rebalanced), k,
-               u, u / k, alone_by_cost[0], alone_by_cost[1], ideal_by_cost, k / ideal_by_cost);
+               u, u / k, alone_by_cost[0], alone_by_cost[1], ideal_by_cost, k / ideal_by_cost, cores.describe().c_str(),
+               cores.shared() ? " (each alone had them all: the ideal counts them twice)" : "");
 }
 
 } // namespace ringpipe::bench
