@@ -259,6 +259,54 @@ TEST(FarmDealer, UnderThroughputWakesWaitForThePacedTurnButAClosedInputDoesNot) 
   EXPECT_EQ(rig.ex->ready(), 1u) << "the end of the input waited for the paced turn";
 }
 
+// A kernel that publishes (a batch done) tells the host stage beside it: a paced sleep stands while
+// the ring between has slack, and ends where the kernel took its input ring down to a quarter (it
+// would run dry before the paced turn) or filled its output ring to three quarters.
+TEST(FarmDealer, APacedSleepEndsWhereAKernelLeftItsRingTight) {
+  // One item dealt 40 us after the dealer's first sleep began: 4 take 80 us at that rate.
+  const auto paced = [](dealer_rig& rig) {
+    rig.feeding = false;
+    rig.ex->run_ready();
+    rig.ex->advance(40us);
+    const std::uint64_t first = 0;
+    ASSERT_TRUE(rig.input->try_push_bytes(&first));
+    rig.dealer->wake();
+    rig.ex->run_ready(); // deals it to replica 0
+    rig.ex->run_ready();
+    ASSERT_EQ(rig.ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(80us));
+  };
+  std::uint64_t item = 100;
+  {
+    dealer_rig rig(farm_dealing::in_turn, false, false, true, true);
+    for (int k = 0; k < 8; ++k) // fed before: replica 0's ring holds 8 of 16, and 9 once paced
+      ASSERT_TRUE(rig.rings[0]->try_push_bytes(&item));
+    paced(rig);
+    const auto take = [&](int n) {
+      for (int k = 0; k < n; ++k)
+        ASSERT_TRUE(rig.rings[0]->try_pop_bytes(&item));
+    };
+    take(3); // 6 left
+    rig.dealer->drained(*rig.rings[0]);
+    EXPECT_EQ(rig.ex->ready(), 0u) << "a ring with 6 of 16 left cut the paced sleep short";
+    take(2); // 4 left: a quarter
+    rig.dealer->drained(*rig.rings[0]);
+    EXPECT_EQ(rig.ex->ready(), 1u) << "a ring down to a quarter waited for the paced turn";
+  }
+  {
+    // Its input (1,024 slots) filled, as a kernel producing into it would.
+    dealer_rig rig(farm_dealing::in_turn, false, false, true, true);
+    paced(rig);
+    for (std::uint64_t k = 0; k < 700; ++k)
+      ASSERT_TRUE(rig.input->try_push_bytes(&k));
+    rig.dealer->filled(*rig.input);
+    EXPECT_EQ(rig.ex->ready(), 0u) << "an input with 324 of 1,024 slots free cut the paced sleep short";
+    for (std::uint64_t k = 0; k < 100; ++k)
+      ASSERT_TRUE(rig.input->try_push_bytes(&k));
+    rig.dealer->filled(*rig.input);
+    EXPECT_EQ(rig.ex->ready(), 1u) << "an input with 224 of 1,024 slots free waited for the paced turn";
+  }
+}
+
 TEST(FarmDealer, EqualReplicasShareEvenly) {
   dealer_rig rig(farm_dealing::least_loaded);
   for (int t = 0; t < 2000; ++t)

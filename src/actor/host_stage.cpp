@@ -50,6 +50,20 @@ void host_stage::wake() {
     poller_.nudge();
 }
 
+void host_stage::drained(const ring_buffer& r) {
+  if (r.size() <= r.capacity() / 4)
+    poller_.wake();
+  else
+    wake();
+}
+
+void host_stage::filled(const ring_buffer& r) {
+  if (r.capacity() - r.size() <= r.capacity() / 4)
+    poller_.wake();
+  else
+    wake();
+}
+
 bool host_stage::wait_exited(std::chrono::nanoseconds timeout) const {
   std::unique_lock lock(mutex_);
   return exited_cv_.wait_for(lock, timeout, [&] { return exited.load(std::memory_order_acquire); });

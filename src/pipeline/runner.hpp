@@ -77,6 +77,10 @@ private:
   /// Wakes stage `other` at the far end of connection `ei`: the connection's mover if it has one,
   /// else the host stage or (not resident) kernel there; null for an inlet or outlet.
   std::function<void()> waker_across(std::size_t ei, std::size_t other) const;
+  /// What a kernel's publish calls for its neighbour `other` across edge `ei` (its input's producer
+  /// where `feeds_kernel`, else its output's consumer): host_stage::drained or filled for the ring
+  /// at the kernel, else waker_across.
+  std::function<void()> publish_waker(std::size_t ei, std::size_t other, bool feeds_kernel) const;
   std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
   /// A farm's dealer or merger (farm_actors.cpp), taking `batch` messages a turn.
   std::shared_ptr<host_stage> farm_actor(const stage_decl& s, std::uint32_t batch) const;
