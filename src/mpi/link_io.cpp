@@ -23,12 +23,50 @@ link_io::link_io(world& w, int peer, int link, std::chrono::nanoseconds timeout,
   generation_ = ++world_.link_book().opened[{link_, peer_}];
 }
 
-link_io::~link_io() { // an end that did not finish its sends (the world ends): MPI may keep them
-  mpi_call_lock lock(world_);
+link_io::~link_io() { // an end that did not finish its sends (the world ends): MPI may complete them
   for (auto& s : sends_)
-    for (int i = 0; i < s.n; ++i)
-      if (s.requests[i] != MPI_REQUEST_NULL) MPI_Request_free(&s.requests[i]);
-  if (payload_ != MPI_REQUEST_NULL) cancel(payload_);
+    orphan({s.requests, static_cast<std::size_t>(s.n)}, std::move(s.header), false);
+  orphan({&payload_, 1}, {}, true);
+}
+
+void link_io::orphan(std::span<MPI_Request> requests, std::vector<std::byte> header, bool cancel) noexcept {
+  if (std::all_of(requests.begin(), requests.end(), [](MPI_Request r) { return r == MPI_REQUEST_NULL; })) return;
+  mpi_call_lock lock(world_);
+  auto& book = world_.link_book();
+  try {
+    link_book::orphan o{{}, std::move(header), memory_};
+    o.requests.reserve(requests.size());
+    book.orphans.reserve(book.orphans.size() + 1); // nothing below throws once a request moved
+    for (auto& r : requests) {
+      if (r == MPI_REQUEST_NULL) continue;
+      if (cancel) MPI_Cancel(&r);
+      o.requests.push_back(std::exchange(r, MPI_REQUEST_NULL));
+    }
+    book.orphans.push_back(std::move(o));
+    book.has_orphans.store(true, std::memory_order_relaxed);
+  } catch (...) { // out of memory: left to MPI, with the memory (never freed under it)
+    for (auto& r : requests)
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    if (memory_) (void)new std::shared_ptr<const void>(memory_); // NOLINT: kept for good, on purpose
+  }
+}
+
+void link_io::test_orphans(world& w) noexcept {
+  auto& book = w.link_book();
+  if (!book.has_orphans.load(std::memory_order_relaxed)) return;
+  std::vector<link_book::orphan> done; // their memory is let go after the lock
+  mpi_call_lock lock(w);
+  for (auto o = book.orphans.begin(); o != book.orphans.end();) {
+    int complete = 0;
+    MPI_Testall(static_cast<int>(o->requests.size()), o->requests.data(), &complete, MPI_STATUSES_IGNORE);
+    if (complete == 0) {
+      ++o;
+      continue;
+    }
+    done.push_back(std::move(*o));
+    o = book.orphans.erase(o);
+  }
+  book.has_orphans.store(!book.orphans.empty(), std::memory_order_relaxed);
 }
 
 std::string link_io::where() const {
@@ -102,6 +140,7 @@ void link_io::post(std::vector<std::byte> header, std::optional<part> data, bool
 }
 
 bool link_io::test_sends() {
+  test_orphans(world_);
   bool completed = false;
   for (auto s = sends_.begin(); s != sends_.end();) {
     int done = 0;
@@ -118,8 +157,7 @@ bool link_io::test_sends() {
     if (late || abandoned) {
       const auto limit = s->deadline - s->started;
       const bool last_word = s->last_word;
-      for (int i = 0; i < s->n; ++i)
-        cancel(s->requests[i]);
+      orphan({s->requests, static_cast<std::size_t>(s->n)}, std::move(s->header), true);
       s = sends_.erase(s);
       if (last_word) continue; // the peer may be gone: this end fails anyway
       late_or_abandoned(late, "frame", limit);
@@ -144,8 +182,7 @@ void link_io::abandon_transfers() noexcept {
   const auto last = clock::now() + std::min<std::chrono::nanoseconds>(timeout_, last_word_within);
   for (auto s = sends_.begin(); s != sends_.end();) {
     if (s->data) {
-      for (int i = 0; i < s->n; ++i)
-        cancel(s->requests[i]);
+      orphan({s->requests, static_cast<std::size_t>(s->n)}, std::move(s->header), true);
       s = sends_.erase(s);
       continue;
     }
@@ -154,16 +191,9 @@ void link_io::abandon_transfers() noexcept {
     ++s;
   }
   if (payload_receiving_) {
-    cancel(payload_);
+    orphan({&payload_, 1}, {}, true);
     payload_receiving_ = false;
   }
-}
-
-void link_io::cancel(MPI_Request& r) noexcept {
-  if (r == MPI_REQUEST_NULL) return;
-  mpi_call_lock lock(world_);
-  MPI_Cancel(&r);
-  MPI_Request_free(&r);
 }
 
 void link_io::late_or_abandoned(bool late, const char* what, std::chrono::nanoseconds limit) {
@@ -194,6 +224,7 @@ std::vector<std::byte> link_io::take(MPI_Status& status, bool forward) {
 }
 
 std::optional<frame> link_io::poll(bool forward) {
+  test_orphans(world_);
   mpi_call_lock lock(world_);
   auto& book = world_.link_book();
   const auto from = std::make_pair(peer_, tag(forward));
@@ -272,7 +303,7 @@ bool link_io::payload_done() {
   if (done == 0) {
     const bool late = clock::now() > payload_started_ + timeout_, abandoned = !late && give_up_ && give_up_();
     if (late || abandoned) {
-      cancel(payload_);
+      orphan({&payload_, 1}, {}, true);
       payload_receiving_ = false;
       late_or_abandoned(late, "data", timeout_);
     }

@@ -15,6 +15,7 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 
@@ -29,6 +30,12 @@ public:
   ~link_io();
   link_io(const link_io&) = delete;
   link_io& operator=(const link_io&) = delete;
+
+  /// The memory data transfers read and write (a ring's slots): kept while MPI may still use it,
+  /// also after this end is gone (link_book::orphans).
+  void hold_memory(std::shared_ptr<const void> memory) noexcept { memory_ = std::move(memory); }
+  /// Tests the transfers ends gave up on; drops what MPI completed. Any thread.
+  static void test_orphans(world& w) noexcept;
 
   int self() const noexcept { return world_.rank(); }
   int peer() const noexcept { return peer_; }
@@ -82,7 +89,9 @@ private:
   frame read(const std::vector<std::byte>& raw);
   std::vector<std::byte> take(MPI_Status& status, bool forward);
   void post(std::vector<std::byte> header, std::optional<part> data, bool forward, bool last_word);
-  void cancel(MPI_Request& r) noexcept;
+  /// Gives requests up to link_book::orphans with the memory they use (cancelled first, where
+  /// `cancel`); they are null afterwards.
+  void orphan(std::span<MPI_Request> requests, std::vector<std::byte> header, bool cancel) noexcept;
   [[noreturn]] void late_or_abandoned(bool late, const char* what, std::chrono::nanoseconds limit);
 
   world& world_;
@@ -97,6 +106,7 @@ private:
   clock::time_point payload_started_;
   bool payload_receiving_ = false;
   std::optional<frame> instead_;
+  std::shared_ptr<const void> memory_;
 };
 
 } // namespace ringpipe::mpi::detail

@@ -17,6 +17,7 @@ remote_end::remote_end(world& w, std::shared_ptr<ring_buffer> ring, int peer, in
     throw error(errc::invalid_argument,
                 label() + ": rank " + std::to_string(peer) + " is not another rank of " + std::to_string(w.size()));
   if (options_.batch == 0) throw error(errc::invalid_argument, label() + ": remote_options::batch is 0");
+  io_.hold_memory(ring_); // data frames go from and into its slots
 }
 
 void remote_end::start() { world_.links().add(*this); }

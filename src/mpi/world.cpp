@@ -1,15 +1,21 @@
 #include "link_book.hpp"
 #include "link_engine.hpp"
+#include "link_io.hpp"
 
 #include <ringpipe/error.hpp>
 #include <ringpipe/mpi/world.hpp>
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace ringpipe::mpi {
+namespace {
+detail::link_book* kept_book = nullptr; // see ~world
+} // namespace
 
 world::world(int& argc, char**& argv)
     : book_(std::make_unique<detail::link_book>()), engine_(std::make_unique<detail::link_engine>()) {
@@ -36,7 +42,22 @@ world::world(int& argc, char**& argv)
 
 world::~world() {
   engine_.reset(); // no link thread left making MPI calls
+  // Transfers failed links left to MPI: a second for them to complete, then MPI keeps the rest
+  // and so does the process their memory (freeing it under them is what they were kept from).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (book_->has_orphans.load() && std::chrono::steady_clock::now() < until) {
+    detail::link_io::test_orphans(*this);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::lock_guard guard(lock_);
+  if (!book_->orphans.empty()) {
+    for (auto& o : book_->orphans)
+      for (auto& r : o.requests)
+        if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    // The book, with what they use, stays reachable (leak checkers say nothing) and is never
+    // destroyed, not even at exit. One world per process: MPI is initialised once.
+    kept_book = book_.release();
+  }
   MPI_Finalize();
 }
 
