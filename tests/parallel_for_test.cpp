@@ -338,6 +338,20 @@ TEST_F(ParallelFor, SpeedsCarryOverBetweenRuns) {
 
 } // namespace
 
+// A whole input is written to every device that does not share the host's memory, also to one
+// that then runs no chunk (here the run has one index): that write must end before the run's
+// memory goes, even when the kernel is destroyed at once (the sanitizer builds catch the copy
+// that read the freed staging).
+TEST_F(ParallelFor, AWholeInputNoChunkWaitedForKeepsItsMemoryUntilWritten) {
+  std::vector<int> all(std::size_t{16} << 20, 5), out(1);
+  for (int round = 0; round < 3; ++round) {
+    parallel_kernel smooth(rt(), {saxpy_source, "smooth"});
+    const auto r = smooth.run(1, whole_input(all), output(out), cl_ulong(1));
+    expect_exactly_once(r, 1);
+    EXPECT_EQ(out[0], 15);
+  }
+}
+
 // A kernel reuses its last run's memory for the next run of the same sizes: each run still sees
 // its own inputs (chunked and whole), and a run of another size gets memory of its own.
 TEST_F(ParallelFor, EachRunOfAKernelSeesItsOwnInputs) {

@@ -26,8 +26,8 @@ struct run_signals {
   std::vector<ended_event> ended;
 };
 
-/// Reports `e`'s end as chunk `chunk`'s to `signals`; `memory` lives until then, and `commands`
-/// counts the command in flight (refused once the runtime is shutting down).
+/// Reports `e`'s end as chunk `chunk`'s to `signals` (null: to nobody); `memory` lives until then,
+/// and `commands` counts the command in flight (refused once the runtime is shutting down).
 void watch_chunk_event(cl::Event& e, std::size_t chunk, const std::shared_ptr<run_signals>& signals,
                        const std::shared_ptr<chunk_memory>& memory, const std::shared_ptr<transfer_service>& commands);
 

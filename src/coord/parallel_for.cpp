@@ -11,8 +11,7 @@
 #include <map>
 #include <numeric>
 
-namespace ringpipe {
-namespace detail {
+namespace ringpipe::detail {
 
 namespace {
 
@@ -185,14 +184,15 @@ private:
       s.stats.pool = s.pool;
       memory_->bind(l, s.kernel, args_);
       memory_->write_whole(l, s.queue, s.setup);
+      for (auto& e : s.setup)
+        watch_chunk_event(e, 0, nullptr, memory_, speeds_.commands); // a lane may run no chunk
       if (!own.empty()) s.own = aligned_chunks(own[l], s.local);
       s.free_at = start_;
       lanes_.push_back(std::move(s));
     }
   }
 
-  /// CPU devices that share the host's cores form one pool (parallel_kernel decided whether they
-  /// do); PoCL's devices share one pool of workers; others are on their own.
+  /// One pool: CPU devices sharing the host's cores (parallel_kernel decided), else PoCL's workers.
   std::string pool_of(const device& d) const {
     if (d.info().type == device_type::cpu && options_.cpu_devices_share_cores.value_or(true)) return "host cores";
     return d.info().budget_pool.empty() ? "device " + std::to_string(d.index()) : d.info().budget_pool;
@@ -396,5 +396,4 @@ parallel_for_report run_parallel(parallel_speeds& speeds, const parallel_for_opt
   return scheduler(speeds, options, source, n, args).run();
 }
 
-} // namespace detail
-} // namespace ringpipe
+} // namespace ringpipe::detail

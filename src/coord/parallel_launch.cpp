@@ -22,11 +22,13 @@ void CL_CALLBACK on_event_end(cl_event, cl_int status, void* user) {
   // The command ended: its memory is let go before the run hears of it, so that the next run of
   // the kernel finds it free to reuse (parallel_speeds::kept_memory).
   ticket->memory.reset();
-  {
-    std::lock_guard lock(ticket->signals->mutex);
-    ticket->signals->ended.push_back({ticket->chunk, status, std::chrono::steady_clock::now()});
+  if (ticket->signals) {
+    {
+      std::lock_guard lock(ticket->signals->mutex);
+      ticket->signals->ended.push_back({ticket->chunk, status, std::chrono::steady_clock::now()});
+    }
+    ticket->signals->wake.notify_all();
   }
-  ticket->signals->wake.notify_all();
   ticket->commands->end_copy([] {});
 }
 
