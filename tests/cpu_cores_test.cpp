@@ -65,15 +65,15 @@ TEST(CpuCores, OnePoolOrNoCpuDeviceSharesWithNothing) {
   EXPECT_EQ(use_of(gpus, 2).describe(), "");
 }
 
-TEST(CpuCores, LlvmpipeRunsLpNumThreadsElseAThreadPerCpuUpToSixteen) {
+TEST(CpuCores, LlvmpipeRunsLpNumThreadsElseAThreadPerCpuUpToThirtyTwo) {
   EXPECT_EQ(llvmpipe_worker_threads(nullptr, 2), 2u);
   EXPECT_EQ(llvmpipe_worker_threads(nullptr, 1), 1u);
-  EXPECT_EQ(llvmpipe_worker_threads(nullptr, 64), 16u);
+  EXPECT_EQ(llvmpipe_worker_threads(nullptr, 64), 32u);
   EXPECT_EQ(llvmpipe_worker_threads("", 4), 4u);
   EXPECT_EQ(llvmpipe_worker_threads("1", 8), 1u);
   EXPECT_EQ(llvmpipe_worker_threads("0", 8), 1u); // runs on the calling thread
   EXPECT_EQ(llvmpipe_worker_threads("6", 2), 6u); // more threads than cores is what it runs
-  EXPECT_EQ(llvmpipe_worker_threads("100", 2), 16u);
+  EXPECT_EQ(llvmpipe_worker_threads("100", 2), 32u);
   EXPECT_EQ(llvmpipe_worker_threads("many", 3), 3u); // not a number: the default
   EXPECT_EQ(llvmpipe_worker_threads("-2", 3), 3u);
 }

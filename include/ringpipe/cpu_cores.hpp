@@ -31,7 +31,8 @@ cpu_core_use cpu_devices_core_use(const std::vector<const device*>& devices, uns
 
 /// Worker threads of Mesa's llvmpipe (which reports 8 compute units whatever it runs): the
 /// LP_NUM_THREADS environment variable where set (0 runs on the calling thread: 1), else one per
-/// CPU where there are several, at most 16 (LP_MAX_THREADS of the Mesa this project installs).
+/// CPU where there are several, at most 32 (LP_MAX_THREADS of the Mesa this project installs: 22.3
+/// starts 32 worker threads for LP_NUM_THREADS=64).
 std::uint32_t llvmpipe_worker_threads(const char* lp_num_threads, unsigned cpus) noexcept;
 
 } // namespace ringpipe

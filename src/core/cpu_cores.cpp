@@ -32,7 +32,7 @@ cpu_core_use cpu_devices_core_use(const std::vector<const device*>& devices, uns
 }
 
 std::uint32_t llvmpipe_worker_threads(const char* lp_num_threads, unsigned cpus) noexcept {
-  constexpr unsigned lp_max_threads = 16;
+  constexpr unsigned lp_max_threads = 32;
   if (lp_num_threads != nullptr && *lp_num_threads != '\0') {
     char* end = nullptr;
     const long n = std::strtol(lp_num_threads, &end, 10);
