@@ -102,7 +102,7 @@ struct PacedPollerTest : PollerTest {
   std::size_t per_step = 10;
   poller paced{ex, poll_timing{0us, 50us, 1000us, 100}, [this] {
                  ++steps;
-                 if (next == poll_result::progress) paced.moved(per_step);
+                 if (next == poll_result::progress || next == poll_result::caught_up) paced.moved(per_step);
                  return next;
                }};
 };
@@ -159,6 +159,37 @@ TEST_F(PacedPollerTest, WokenFromAnIdleSleepItCountsFromTheWake) {
   ex->advance(5us);
   ex->run_ready(); // 10 in 5 us: 100 take 50 us, the first sleep
   EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(50us));
+}
+
+// A paced turn that moved less than its batch took all there was: it sleeps its paced sleep at
+// once instead of polling again to find nothing (half of a farm's dealer's steps beside slow
+// kernels were such polls).
+TEST_F(PacedPollerTest, ACaughtUpTurnSleepsItsPacedSleepWithoutPollingAgain) {
+  paced.start(owner);
+  next = poll_result::caught_up;
+  ex->advance(40us);
+  ex->run_ready(); // 10 messages in 40 us: 100 take 400 us
+  EXPECT_EQ(steps, 1);
+  EXPECT_EQ(ex->ready(), 0u) << "polled again at once after a partial turn";
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(400us));
+}
+
+// A proxy whose every launch slot is taken, and whose first launch to return wakes it, has
+// nothing to poll for in between: it sleeps its ceiling at once, and a wake cuts that short.
+TEST_F(PollerTest, WaitingSleepsTheCeilingAtOnceAndAWakeCutsItShort) {
+  p.start(owner);
+  ex->run_ready(); // progress
+  next = poll_result::waiting;
+  ex->run_ready();
+  EXPECT_EQ(ex->ready(), 0u) << "spun while waiting for a wake";
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(400us));
+  ex->advance(400us); // no wake: still waiting, still the ceiling
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(400us));
+  p.wake();
+  EXPECT_EQ(ex->ready(), 1u);
+  next = poll_result::idle;
+  ex->run_ready(); // woken inside a fresh spin window
+  EXPECT_EQ(ex->ready(), 1u);
 }
 
 TEST_F(PollerTest, DoneStopsPollingForGood) {

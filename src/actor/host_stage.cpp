@@ -105,7 +105,10 @@ poll_result host_stage::step() {
     leave();
     return poll_result::done;
   }
-  return moved > 0 ? poll_result::progress : poll_result::idle;
+  if (moved == 0) return poll_result::idle;
+  // Paced, a turn that moved less than its batch took all there was (or all the room): a poll at
+  // once would find nothing, so it sleeps its paced sleep now.
+  return paced_ && moved < batch_ ? poll_result::caught_up : poll_result::progress;
 }
 
 host_stage::run_space host_stage::out_run(std::size_t max) {

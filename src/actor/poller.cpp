@@ -65,13 +65,24 @@ void poller::run() {
     return;
   }
   const auto now = executor_->now();
-  if (r == poll_result::progress) last_progress_ = now;
-  if (r == poll_result::progress || (now - last_progress_ < timing_.spin_window && may_spin())) {
+  if (r == poll_result::progress || r == poll_result::caught_up) {
+    last_progress_ = now;
+    delay_ = std::chrono::microseconds(0);
+  }
+  if (r == poll_result::progress ||
+      (r == poll_result::idle && now - last_progress_ < timing_.spin_window && may_spin())) {
     delay_ = std::chrono::microseconds(0);
     if (!posted_.exchange(true, std::memory_order_acq_rel)) executor_->post(*this);
     return;
   }
-  if (delay_.count() == 0) {
+  if (r == poll_result::waiting) {
+    // The wake comes by itself: polls in between would find nothing (a staged batch's chain, a
+    // span: 40, 80, 160 us... restarted after every batch).
+    delay_ = std::max(timing_.ceiling, timing_.first_sleep);
+    pace_from_ = now;
+    idle_sleep_ = true;
+    paced_sleep_.store(false, std::memory_order_release);
+  } else if (delay_.count() == 0) {
     delay_ = first_sleep(now);
     idle_sleep_ = false;
     paced_sleep_.store(delay_ > timing_.first_sleep, std::memory_order_release);

@@ -55,9 +55,11 @@ inline constexpr poll_timing kernel_proxy_timing{std::chrono::microseconds(0), s
 
 /// What one step found.
 enum class poll_result {
-  progress, ///< did work: poll again at once
-  idle,     ///< nothing to do: back off
-  done,     ///< left its loop: never poll again
+  progress,  ///< did work: poll again at once
+  caught_up, ///< did work and found no more (a partial turn): sleep as after progress
+  idle,      ///< nothing to do: back off
+  waiting,   ///< nothing to do until a wake that will come (a launch's completion): sleep the ceiling
+  done,      ///< left its loop: never poll again
 };
 
 class poller {

@@ -49,6 +49,14 @@ public:
   virtual bool leaving() const noexcept = 0;
   /// Any thread: step soon (a launch completed).
   virtual void wake() = 0;
+  /// Before enqueueing a launch that pops its input ring itself (or takes the last free staging
+  /// lane) and whose completion wakes the proxy or calls launch_ended(): input pushed meanwhile
+  /// does not wake the proxy (input_wake_gate).
+  virtual void hold_input_wakes() noexcept = 0;
+  /// Before reading the input ring again once such a launch was seen to return.
+  virtual void release_input_wakes() noexcept = 0;
+  /// Any thread: the launch returned; wakes the proxy if input came while it ran.
+  virtual void launch_ended() = 0;
   /// The driver published results and gave input slots back: the neighbours may go on.
   virtual void published() = 0;
 
@@ -92,6 +100,9 @@ public:
   virtual std::uint64_t uncounted() const noexcept = 0;
   /// The kernel's heartbeat, where the host can read it (0 elsewhere).
   virtual std::uint32_t heartbeat() const noexcept { return 0; }
+  /// Whether every launch slot is taken and the first launch to return wakes the proxy: until
+  /// then an idle proxy has nothing to poll for but a stall, and sleeps its ceiling.
+  virtual bool completion_wakes() const noexcept { return false; }
   /// The longest sleep between idle steps.
   virtual std::chrono::microseconds idle_ceiling() const noexcept { return std::chrono::microseconds(1000); }
   /// Releases every OpenCL object (after the last launch returned). Never throws.

@@ -87,7 +87,7 @@ std::uint32_t ring_kernel_base::local_size() const noexcept { return proxy_->loc
 kernel_state ring_kernel_base::state() const noexcept { return proxy_->state(); }
 kernel_stats ring_kernel_base::stats() const noexcept { return proxy_->stats(); }
 std::exception_ptr ring_kernel_base::failure() const { return proxy_->failure(); }
-void ring_kernel_base::notify() noexcept { proxy_->wake(); }
+void ring_kernel_base::notify() noexcept { proxy_->input_arrived(); }
 
 void ring_kernel_base::on_exit(std::function<void()> fn) {
   on_exit([fn = std::move(fn)](kernel_state, const std::exception_ptr&) { fn(); });

@@ -21,22 +21,34 @@ struct wake_relay {
   }
 };
 
-inline void CL_CALLBACK wake_on_complete_callback(cl_event, cl_int, void* user) {
+// Calls `Tell` on the relay's proxy, unless the driver cut it off; frees the callback's copy.
+template <void (kernel_lifecycle::*Tell)()> void CL_CALLBACK tell_on_complete(cl_event, cl_int, void* user) {
   auto* relay = static_cast<std::shared_ptr<wake_relay>*>(user);
   {
     std::lock_guard lock((*relay)->mutex);
-    if ((*relay)->life != nullptr) (*relay)->life->wake();
+    if ((*relay)->life != nullptr) ((*relay)->life->*Tell)();
   }
   delete relay;
 }
 
-/// Wakes `relay`'s proxy once `done` completes; throws cl::Error if the callback cannot be set.
-inline void wake_on_complete(const cl::Event& done, const std::shared_ptr<wake_relay>& relay) {
+template <void (kernel_lifecycle::*Tell)()>
+void on_complete(const cl::Event& done, const std::shared_ptr<wake_relay>& relay) {
   auto* user = new std::shared_ptr<wake_relay>(relay);
-  if (const cl_int e = clSetEventCallback(done(), CL_COMPLETE, wake_on_complete_callback, user); e != CL_SUCCESS) {
+  if (const cl_int e = clSetEventCallback(done(), CL_COMPLETE, tell_on_complete<Tell>, user); e != CL_SUCCESS) {
     delete user;
     throw cl::Error(e);
   }
+}
+
+/// Wakes `relay`'s proxy once `done` completes; throws cl::Error if the callback cannot be set.
+inline void wake_on_complete(const cl::Event& done, const std::shared_ptr<wake_relay>& relay) {
+  on_complete<&kernel_lifecycle::wake>(done, relay);
+}
+
+/// Tells `relay`'s proxy once `done` completes (kernel_lifecycle::launch_ended, which wakes it only
+/// where input came meanwhile); throws cl::Error if the callback cannot be set.
+inline void end_on_complete(const cl::Event& done, const std::shared_ptr<wake_relay>& relay) {
+  on_complete<&kernel_lifecycle::launch_ended>(done, relay);
 }
 
 } // namespace ringpipe::detail

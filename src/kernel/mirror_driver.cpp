@@ -131,6 +131,8 @@ bool mirror_driver::launch_batch() {
   l.state_word = static_cast<std::uint32_t>(kernel_state::launched);
   if (c_.has_input && n > 0 && !ring_copies_) in.copy_out(l.tail, n, l.in_staging.data());
 
+  // With every lane taken, a push can launch nothing until one returns, which wakes the proxy.
+  if (in_flight_lanes_ + 1 == lane_count_) c_.life.hold_input_wakes();
   cl_call("batched launch", [&] {
     spans_ ? enqueue_span(l) : enqueue_chain(l);
     // The proxy steps as the chain completes, not at its next poll (up to a millisecond later).

@@ -61,6 +61,7 @@ public:
       }
       front_ = (front_ + 1) % lane_count_;
       --in_flight_lanes_;
+      c_.life.release_input_wakes(); // a lane is free: pushes may launch a batch
       heartbeat_stamp_ = std::chrono::steady_clock::now();
       progress = complete_batch(oldest);
       if (c_.life.leaving()) return false;
@@ -73,6 +74,7 @@ public:
   // The control block is a device buffer: a stop reaches the kernel with its next batch.
   void stop_requested(kernel_stop) noexcept override {}
   bool in_flight() const noexcept override { return in_flight_lanes_ > 0; }
+  bool completion_wakes() const noexcept override { return in_flight_lanes_ == lane_count_; }
   std::uint64_t uncounted() const noexcept override { return uncounted_; }
   bool launch_returned() override {
     const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();

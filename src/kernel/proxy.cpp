@@ -150,8 +150,10 @@ poll_result kernel_proxy::step() {
   }
   if (finished_.load(std::memory_order_acquire)) return poll_result::done;
   poller_->set_ceiling(driver_->idle_ceiling()); // the adaptive driver's changes with its phase
-  if (!progress && has_input_ && !driver_->in_flight()) ask_for_push_wake();
-  return progress ? poll_result::progress : poll_result::idle;
+  if (progress) return poll_result::progress;
+  if (driver_->completion_wakes()) return poll_result::waiting;
+  if (has_input_ && !driver_->in_flight()) ask_for_push_wake();
+  return poll_result::idle;
 }
 
 // A kernel with nothing in flight and nothing queued waits for input: the next host push (an

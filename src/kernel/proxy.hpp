@@ -7,6 +7,7 @@
 #include "../actor/strand_executor.hpp"
 #include "driver.hpp"
 #include "image.hpp"
+#include "input_wake_gate.hpp"
 
 #include <ringpipe/occupancy.hpp>
 #include <ringpipe/runtime.hpp>
@@ -50,6 +51,10 @@ public:
   void wake() override {
     if (started_) poller_->wake();
   }
+  /// Any thread: new input is queued; wakes the proxy unless a running launch takes it itself.
+  void input_arrived() {
+    if (input_gate_.should_wake()) wake();
+  }
   /// Waits until finished (or failed); true when it ended within the timeout.
   bool wait_finished(std::chrono::nanoseconds timeout);
   /// Waits until the kernel's last launch has returned and the proxy finished.
@@ -83,6 +88,11 @@ public:
   bool leaving() const noexcept override { return finished_.load(std::memory_order_acquire) || reaping_; }
   void published() override {
     if (on_publish_) on_publish_();
+  }
+  void hold_input_wakes() noexcept override { input_gate_.hold(); }
+  void release_input_wakes() noexcept override { input_gate_.release(); }
+  void launch_ended() override {
+    if (input_gate_.ended()) wake();
   }
 
 private:
@@ -118,6 +128,7 @@ private:
   kernel_counters counters_;
   std::atomic<kernel_stop> stop_request_{kernel_stop::run};
   std::atomic<bool> finished_{false};
+  input_wake_gate input_gate_;
   std::atomic<bool> detached_{false};
   mutable std::mutex mutex_;
   std::condition_variable done_;

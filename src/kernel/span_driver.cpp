@@ -72,6 +72,7 @@ public:
         break;
       }
       publish(s);
+      c_.life.release_input_wakes(); // a span slot is free: pushes may launch one
       front_ = (front_ + 1) % max_spans;
       front_since_ = clock::now();
       progress = true;
@@ -95,6 +96,7 @@ public:
   // A span is bounded work: a stop takes effect when the spans in flight return.
   void stop_requested(kernel_stop) noexcept override {}
   bool in_flight() const noexcept override { return count_ > 0; }
+  bool completion_wakes() const noexcept override { return count_ == max_spans; }
   bool launch_returned() override {
     if (count_ == 0) return true;
     // One in-order queue: the last span returns last.
@@ -173,6 +175,8 @@ bool span_driver::launch() {
   s.n = n;
   s.local = local;
   s.keep = keep_ + std::size_t{index} * max_span_;
+  // With every span slot taken, a push can launch nothing until a span returns, which wakes the proxy.
+  if (count_ + 1 == max_spans) c_.life.hold_input_wakes();
   cl_call("span launch", [&] {
     const unsigned at = c_.image.span_args_at();
     if (const cl_int e = clSetKernelArgSVMPointer(kernel_(), at, s.keep); e != CL_SUCCESS) throw cl::Error(e);

@@ -63,6 +63,7 @@ public:
         return false;
       }
       in_flight_ = false;
+      c_.life.release_input_wakes();
       c_.life.release_worker();
       observe_counters();
       return c_.life.after_exit(static_cast<kernel_state>(load_ctl(ctl_->state)), load_ctl(ctl_->error));
@@ -116,14 +117,17 @@ private:
     store_ctl(ctl_->state, static_cast<std::uint32_t>(kernel_state::launched));
     store_ctl(ctl_->stop, static_cast<std::uint32_t>(stop));
     const auto local = c_.mode == kernel_mode::batched ? c_.image.batch_local_size() : c_.image.local_size();
+    if (c_.mode == kernel_mode::batched) c_.life.hold_input_wakes();
     cl_call("clEnqueueNDRangeKernel", [&] {
       queue_.enqueueNDRangeKernel(c_.image.kernel(), cl::NullRange, cl::NDRange(local), cl::NDRange(local), nullptr,
                                   &running_);
       // A parked launch returns after its idle spin, often with work queued behind it by then:
       // the proxy hears of it at once instead of on its next poll, up to a millisecond later. Not
       // a batched one: relaunched at once, it would run over a few messages where the wait let a
-      // batch gather (4 KiB messages through one kernel: 25-35% fewer a second).
+      // batch gather (4 KiB messages through one kernel: 25-35% fewer a second). A batched one
+      // wakes it only where pushes came while it ran, which would have woken it (launch_wake.hpp).
       if (c_.mode == kernel_mode::parked) wake_on_complete(running_, relay_);
+      if (c_.mode == kernel_mode::batched) end_on_complete(running_, relay_);
       queue_.flush();
       return 0;
     });
