@@ -125,7 +125,7 @@ private:
       // the proxy hears of it at once instead of on its next poll, up to a millisecond later. Not
       // a batched one: relaunched at once, it would run over a few messages where the wait let a
       // batch gather (4 KiB messages through one kernel: 25-35% fewer a second). A batched one
-      // wakes it only where pushes came while it ran, which would have woken it (launch_wake.hpp).
+      // wakes it only where pushes came while it ran, which would have woken it (input_wake_gate.hpp).
       if (c_.mode == kernel_mode::parked) wake_on_complete(running_, relay_);
       if (c_.mode == kernel_mode::batched) end_on_complete(running_, relay_);
       queue_.flush();
