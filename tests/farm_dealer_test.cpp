@@ -286,10 +286,10 @@ TEST(FarmDealer, APacedSleepEndsWhereAKernelLeftItsRingTight) {
         ASSERT_TRUE(rig.rings[0]->try_pop_bytes(&item));
     };
     take(3); // 6 left
-    rig.dealer->drained(*rig.rings[0]);
+    rig.dealer->kernel_published(*rig.rings[0], true);
     EXPECT_EQ(rig.ex->ready(), 0u) << "a ring with 6 of 16 left cut the paced sleep short";
     take(2); // 4 left: a quarter
-    rig.dealer->drained(*rig.rings[0]);
+    rig.dealer->kernel_published(*rig.rings[0], true);
     EXPECT_EQ(rig.ex->ready(), 1u) << "a ring down to a quarter waited for the paced turn";
   }
   {
@@ -298,11 +298,11 @@ TEST(FarmDealer, APacedSleepEndsWhereAKernelLeftItsRingTight) {
     paced(rig);
     for (std::uint64_t k = 0; k < 700; ++k)
       ASSERT_TRUE(rig.input->try_push_bytes(&k));
-    rig.dealer->filled(*rig.input);
+    rig.dealer->kernel_published(*rig.input, false);
     EXPECT_EQ(rig.ex->ready(), 0u) << "an input with 324 of 1,024 slots free cut the paced sleep short";
     for (std::uint64_t k = 0; k < 100; ++k)
       ASSERT_TRUE(rig.input->try_push_bytes(&k));
-    rig.dealer->filled(*rig.input);
+    rig.dealer->kernel_published(*rig.input, false);
     EXPECT_EQ(rig.ex->ready(), 1u) << "an input with 224 of 1,024 slots free waited for the paced turn";
   }
 }

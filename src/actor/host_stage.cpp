@@ -50,15 +50,10 @@ void host_stage::wake() {
     poller_.nudge();
 }
 
-void host_stage::drained(const ring_buffer& r) {
-  if (r.size() <= r.capacity() / 4)
-    poller_.wake();
-  else
-    wake();
-}
-
-void host_stage::filled(const ring_buffer& r) {
-  if (r.capacity() - r.size() <= r.capacity() / 4)
+void host_stage::kernel_published(const ring_buffer& r, bool feeds_kernel) {
+  // What the kernel has left before it waits on this stage: messages to take, or room to fill.
+  const std::uint32_t left = feeds_kernel ? r.size() : r.capacity() - r.size();
+  if (left <= r.capacity() / 4)
     poller_.wake();
   else
     wake();

@@ -47,13 +47,11 @@ public:
   /// Any thread: step soon (a neighbour moved messages), unless it sleeps until its paced turn
   /// and no input has closed (the end of a stream is not paced).
   void wake();
-  /// Any thread: a kernel took messages from `r`, one of its outputs (it published a batch). As
-  /// wake(), but out of a paced sleep too where `r` is left a quarter full or less: at its paced
-  /// turn the kernel would have run dry.
-  void drained(const ring_buffer& r);
-  /// Any thread: a kernel put messages into `r`, one of its inputs. As wake(), but out of a paced
-  /// sleep too where a quarter of `r` or less is free: the kernel would have filled it first.
-  void filled(const ring_buffer& r);
+  /// Any thread: a kernel published a batch beside this stage: it took messages from `r`, one of
+  /// this stage's outputs (`feeds_kernel`), or put messages into `r`, one of its inputs. As
+  /// wake(), but out of a paced sleep too where `r` is left a quarter full or less (or a quarter
+  /// free or less): at its paced turn the kernel would have run dry (or filled the ring) first.
+  void kernel_published(const ring_buffer& r, bool feeds_kernel);
   /// Before start(): back off at once after progress instead of re-polling for a spin window
   /// (where the pipeline's threads outnumber the cores, the spin takes a core a kernel needs), and
   /// pace the sleeps so that a turn finds about a quarter of its smallest ring or of its batch.

@@ -4,7 +4,7 @@
 // ports that a remote link fills or drains (port_waker). A host neighbour in a paced sleep
 // (throughput) is left to it while the ring between has slack, and woken out of it where the
 // publish left the kernel's input ring a quarter full or less, or its output ring a quarter free
-// or less (host_stage::drained, filled): at its pace the kernel would run dry or fill up first (a
+// or less (host_stage::kernel_published): at its pace the kernel would run dry or fill up first (a
 // batched kernel that takes its whole ring at each launch waited up to a millisecond for a farm's
 // dealer to refill it).
 
@@ -31,8 +31,7 @@ std::function<void()> runner::publish_waker(std::size_t ei, std::size_t other, b
   std::shared_ptr<host_stage> host = l.mover ? l.mover : stages_[other].actor;
   const auto ring = feeds_kernel ? l.consumer_ring : l.producer_ring; // the ring at the kernel
   if (!host || !ring) return waker_across(ei, other);
-  if (feeds_kernel) return [host, ring] { host->drained(*ring); };
-  return [host, ring] { host->filled(*ring); };
+  return [host, ring, feeds_kernel] { host->kernel_published(*ring, feeds_kernel); };
 }
 
 void runner::wire_publish_wakes() {

@@ -78,8 +78,8 @@ private:
   /// else the host stage or (not resident) kernel there; null for an inlet or outlet.
   std::function<void()> waker_across(std::size_t ei, std::size_t other) const;
   /// What a kernel's publish calls for its neighbour `other` across edge `ei` (its input's producer
-  /// where `feeds_kernel`, else its output's consumer): host_stage::drained or filled for the ring
-  /// at the kernel, else waker_across.
+  /// where `feeds_kernel`, else its output's consumer): host_stage::kernel_published for the
+  /// ring at the kernel, else waker_across.
   std::function<void()> publish_waker(std::size_t ei, std::size_t other, bool feeds_kernel) const;
   std::shared_ptr<host_stage> add_actor(std::shared_ptr<host_stage> a);
   /// A farm's dealer or merger (farm_actors.cpp), taking `batch` messages a turn.
