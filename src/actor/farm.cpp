@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace ringpipe::detail {
 
@@ -16,9 +17,15 @@ farm_ledger::farm_ledger(std::size_t replicas) {
     logs_.push_back(std::make_unique<log>());
 }
 
-void farm_ledger::given(std::size_t r, std::uint64_t seq) {
+void farm_ledger::given(std::size_t r, std::span<const std::uint64_t> seqs) {
   std::lock_guard lock(logs_[r]->mutex);
-  logs_[r]->seqs.push_back(seq);
+  logs_[r]->seqs.insert(logs_[r]->seqs.end(), seqs.begin(), seqs.end());
+}
+
+void farm_ledger::take_all(std::size_t r, std::deque<std::uint64_t>& into) {
+  std::lock_guard lock(logs_[r]->mutex);
+  into.insert(into.end(), logs_[r]->seqs.begin(), logs_[r]->seqs.end());
+  logs_[r]->seqs.clear();
 }
 
 bool farm_ledger::next_of(std::size_t r, std::uint64_t& seq) {
@@ -34,7 +41,7 @@ farm_dealer::farm_dealer(std::shared_ptr<poll_executor> executor, std::string na
                          std::vector<std::string> replica_names)
     : host_stage(std::move(executor), std::move(name), batch), ledger_(std::move(ledger)), options_(std::move(options)),
       balancer_(std::move(capability), std::move(replica_names)), intake_(ledger_->replicas()),
-      queues_(ledger_->replicas()) {}
+      queues_(ledger_->replicas()), dealing_(ledger_->replicas()) {}
 
 bool farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   auto& in = intake_[r];
@@ -93,12 +100,44 @@ double farm_dealer::cost_of(const std::byte* item, std::uint64_t seq) const {
   return c;
 }
 
+std::uint32_t farm_dealer::hold_bytes(const std::byte* message) {
+  if (free_slots_.empty()) { // twice as many slots (queue_limit() bounds them)
+    const auto had = static_cast<std::uint32_t>(slots_.size() / in_size());
+    const auto now = std::max<std::uint32_t>(64, 2 * had);
+    slots_.resize(std::size_t{now} * in_size());
+    for (std::uint32_t k = now; k-- > had;)
+      free_slots_.push_back(k);
+  }
+  const std::uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  std::memcpy(slots_.data() + std::size_t{slot} * in_size(), message, in_size());
+  return slot;
+}
+
+void farm_dealer::begin_dealing() {
+  for (std::size_t r = 0; r < queues_.size(); ++r)
+    dealing_[r] = {balancer_.load(r), balancer_.speed(r), 0, 0};
+}
+
 std::size_t farm_dealer::deal_to(double cost) {
-  if (options_.dealing == farm_dealing::least_loaded) return balancer_.select_device(cost);
-  const std::size_t r = next_replica_;
-  next_replica_ = (next_replica_ + 1) % queues_.size();
-  balancer_.assign(r, cost);
+  // As load_balancer::select_device would, on this turn's copy of the loads: only the dealer
+  // changes them, and it tells the balancer once per turn (end_dealing) instead of per item.
+  std::size_t r = 0;
+  if (options_.dealing == farm_dealing::least_loaded) {
+    double best = std::numeric_limits<double>::infinity();
+    for (std::size_t d = 0; d < dealing_.size(); ++d)
+      if (const double t = (dealing_[d].load + cost) / dealing_[d].speed; t < best) best = t, r = d;
+  } else {
+    r = next_replica_;
+    next_replica_ = (next_replica_ + 1) % queues_.size();
+  }
+  dealing_[r].load += cost, dealing_[r].dealt_cost += cost, ++dealing_[r].dealt;
   return r;
+}
+
+void farm_dealer::end_dealing() {
+  for (std::size_t r = 0; r < dealing_.size(); ++r)
+    if (dealing_[r].dealt > 0) balancer_.assign(r, dealing_[r].dealt_cost, dealing_[r].dealt);
 }
 
 void farm_dealer::steal_for(std::size_t thief) {
@@ -170,32 +209,37 @@ std::size_t farm_dealer::turn() {
   // Deal: number each item and queue it at the replica deal_to() picks, while the queues have room.
   const std::size_t limit = queue_limit();
   const std::uint64_t ahead = 2 * std::uint64_t{options_.queue + options_.ring} * queues_.size();
+  begin_dealing();
   while (moved < batch() && queued_ < limit && next_seq_ - ledger_->passed_on.load(std::memory_order_acquire) < ahead &&
          inputs_.pop(in_buf_.data())) {
-    msgs_in.fetch_add(1, std::memory_order_relaxed);
     const double cost = cost_of(in_buf_.data(), next_seq_);
-    queues_[deal_to(cost)].push_back(
-        {next_seq_++, std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size())),
-         cost});
+    queues_[deal_to(cost)].push_back({next_seq_++, hold_bytes(in_buf_.data()), cost});
     ++queued_, ++moved;
   }
+  end_dealing();
+  msgs_in.fetch_add(moved, std::memory_order_relaxed);
   // Feed: each replica's ring from its queue; a replica with room and nothing queued steals.
   for (std::size_t r = 0; r < queues_.size(); ++r) {
     auto& ring = *outputs_[r].ring;
     if (options_.steal && queues_[r].empty() && ring.space() > 0) steal_for(r);
-    std::size_t fed = 0;
     double fed_cost = 0;
-    group_feed(r, std::min<std::size_t>(queues_[r].size(), ring.space()));
-    while (!queues_[r].empty() && ring.space() > 0) {
+    const std::size_t fed = std::min<std::size_t>(queues_[r].size(), ring.space()); // room only grows meanwhile
+    group_feed(r, fed);
+    // In the ledger before the pushes, a feed at a time: the merger may see a result at once.
+    feed_seqs_.clear();
+    for (std::size_t k = 0; k < fed; ++k)
+      feed_seqs_.push_back(queues_[r][k].seq);
+    if (fed > 0) ledger_->given(r, feed_seqs_);
+    for (std::size_t k = 0; k < fed; ++k) {
       const item& next = queues_[r].front();
-      ledger_->given(r, next.seq); // before the push: the merger may see its result at once
-      (void)ring.try_push_bytes(next.bytes.data());
+      (void)ring.try_push_bytes(slots_.data() + std::size_t{next.slot} * in_size());
+      free_slots_.push_back(next.slot);
       if (options_.cost) intake_[r].in_ring.push_back(next.cost);
       fed_cost += next.cost;
       queues_[r].pop_front();
-      --queued_, ++moved, ++fed;
-      msgs_out.fetch_add(1, std::memory_order_relaxed);
     }
+    queued_ -= fed, moved += fed;
+    msgs_out.fetch_add(fed, std::memory_order_relaxed);
     // The balancer's load is what waits in the queues (what dealing and stealing can still move).
     if (fed > 0) balancer_.report_completion(r, {}, fed_cost, fed);
     intake_[r].fed += fed;
@@ -211,52 +255,98 @@ std::size_t farm_dealer::turn() {
 farm_merger::farm_merger(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
                          std::shared_ptr<farm_ledger> ledger, bool ordered, std::vector<std::string> replica_names)
     : host_stage(std::move(executor), std::move(name), batch), ledger_(std::move(ledger)), ordered_(ordered),
-      replica_names_(std::move(replica_names)) {}
+      replica_names_(std::move(replica_names)), given_(ledger_->replicas()) {}
+
+bool farm_merger::front_given(std::size_t r, std::uint64_t& seq) {
+  auto& given = given_[r];
+  if (given.empty()) ledger_->take_all(r, given);
+  if (given.empty()) return false;
+  seq = given.front();
+  return true;
+}
+
+bool farm_merger::take_result(std::size_t r, std::uint64_t& seq) {
+  auto& input = *inputs_.all()[r];
+  if (!input.ring->try_pop_bytes(in_buf_.data())) return false;
+  input.popped.fetch_add(1, std::memory_order_relaxed);
+  ++taken_;
+  // Recorded before the item was pushed: a result whose number is not there was never given.
+  if (!front_given(r, seq))
+    throw error(errc::stage_failed, "farm replica '" + replica_names_[r] +
+                                        "' returned more results than it was given items: an ordered "
+                                        "farm needs one result per item");
+  given_[r].pop_front();
+  return true;
+}
+
+void farm_merger::pass_on(const std::byte* bytes) {
+  (void)outputs_[0].ring->try_push_bytes(bytes);
+  ++passed_;
+}
+
+std::size_t farm_merger::turn_ordered() {
+  auto& out = *outputs_[0].ring;
+  const std::size_t replicas = inputs_.all().size();
+  // The next result in order is most often at the head of the ring of the replica it was given
+  // to: it goes straight on, with no copy kept (a steal can put it behind later ones).
+  while (passed_ < batch() && out.space() > 0) {
+    if (!waiting_.empty() && waiting_.begin()->first == next_) {
+      pass_on(waiting_.begin()->second.data());
+      waiting_.erase(waiting_.begin());
+      ++next_;
+      continue;
+    }
+    bool found = false;
+    for (std::size_t r = 0; r < replicas && !found; ++r) {
+      std::uint64_t seq = 0;
+      found = front_given(r, seq) && seq == next_ && take_result(r, seq);
+    }
+    if (!found) break;
+    pass_on(in_buf_.data());
+    ++next_;
+  }
+  // Then every other result there is, which waits for its turn: the replicas' rings are emptied
+  // (what is taken is bounded by what the dealer let in), so that their kernels go on.
+  for (std::size_t r = 0; r < replicas; ++r) {
+    std::uint64_t seq = 0;
+    for (std::size_t k = 0; k < batch() && take_result(r, seq); ++k)
+      waiting_.emplace(
+          seq, std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size())));
+  }
+  for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_ && out.space() > 0;
+       it = waiting_.erase(it), ++next_)
+    pass_on(it->second.data());
+  return taken_ + passed_;
+}
 
 std::size_t farm_merger::turn() {
   auto& out = *outputs_[0].ring;
+  taken_ = passed_ = 0;
   std::size_t moved = 0;
-  auto& inputs = inputs_.all();
-  if (!ordered_) {
-    for (std::size_t r = 0; r < inputs.size(); ++r)
-      while (moved < batch() && out.space() > 0 && inputs[r]->ring->try_pop_bytes(in_buf_.data())) {
-        inputs[r]->popped.fetch_add(1, std::memory_order_relaxed);
-        msgs_in.fetch_add(1, std::memory_order_relaxed);
-        (void)ledger_->next_of(r, next_);
-        (void)out.try_push_bytes(in_buf_.data());
-        msgs_out.fetch_add(1, std::memory_order_relaxed);
-        ledger_->passed_on.fetch_add(1, std::memory_order_release);
-        ++moved;
-      }
+  if (ordered_) {
+    moved = turn_ordered();
   } else {
-    // Take every result there is (the next in order may wait behind others in its replica's
-    // ring; what is taken is bounded by what the dealer let in), then pass on those in order.
-    for (std::size_t r = 0; r < inputs.size(); ++r)
-      for (std::size_t k = 0; k < batch() && inputs[r]->ring->try_pop_bytes(in_buf_.data()); ++k) {
-        inputs[r]->popped.fetch_add(1, std::memory_order_relaxed);
-        msgs_in.fetch_add(1, std::memory_order_relaxed);
-        std::uint64_t seq = 0;
-        if (!ledger_->next_of(r, seq))
-          throw error(errc::stage_failed, "farm replica '" + replica_names_[r] +
-                                              "' returned more results than it was given items: an ordered "
-                                              "farm needs one result per item");
-        waiting_.emplace(
-            seq, std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size())));
-        ++moved;
+    for (std::size_t r = 0; r < inputs_.all().size(); ++r) {
+      // Results go on as they come; the ledger is only kept from growing (a kernel that drops
+      // items leaves their numbers there).
+      ledger_->take_all(r, given_[r]);
+      given_[r].clear();
+      while (passed_ < batch() && out.space() > 0 && inputs_.all()[r]->ring->try_pop_bytes(in_buf_.data())) {
+        inputs_.all()[r]->popped.fetch_add(1, std::memory_order_relaxed);
+        ++taken_;
+        pass_on(in_buf_.data());
       }
-    for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_ && out.space() > 0;
-         it = waiting_.erase(it), ++next_) {
-      (void)out.try_push_bytes(it->second.data());
-      msgs_out.fetch_add(1, std::memory_order_relaxed);
-      ledger_->passed_on.fetch_add(1, std::memory_order_release);
-      ++moved;
     }
+    moved = taken_ + passed_;
   }
+  msgs_in.fetch_add(taken_, std::memory_order_relaxed);
+  msgs_out.fetch_add(passed_, std::memory_order_relaxed);
+  ledger_->passed_on.fetch_add(passed_, std::memory_order_release);
   held_.store(waiting_.size(), std::memory_order_release);
   if (moved == 0 && inputs_.all_drained()) {
-    for (std::size_t r = 0; r < inputs.size() && ordered_; ++r) {
+    for (std::size_t r = 0; r < inputs_.all().size() && ordered_; ++r) {
       std::uint64_t seq = 0;
-      if (ledger_->next_of(r, seq))
+      if (front_given(r, seq))
         throw error(errc::stage_failed, "farm replica '" + replica_names_[r] + "' ended without a result for item " +
                                             std::to_string(seq) + ": an ordered farm needs one result per item");
     }

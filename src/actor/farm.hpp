@@ -15,6 +15,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <span>
 #include <vector>
 
 namespace ringpipe::detail {
@@ -22,10 +23,14 @@ namespace ringpipe::detail {
 class farm_ledger {
 public:
   explicit farm_ledger(std::size_t replicas);
-  /// Dealer side: item `seq` goes into replica `r`'s ring (recorded before it is pushed).
-  void given(std::size_t r, std::uint64_t seq);
+  /// Dealer side: items `seqs` go into replica `r`'s ring in this order (recorded before they are
+  /// pushed). One lock per feed, not per item.
+  void given(std::size_t r, std::span<const std::uint64_t> seqs);
+  void given(std::size_t r, std::uint64_t seq) { given(r, std::span<const std::uint64_t>(&seq, 1)); }
   /// Merger side: the number of replica `r`'s next result; false when it was given nothing more.
   bool next_of(std::size_t r, std::uint64_t& seq);
+  /// Merger side: moves every number recorded for replica `r` to the back of `into`.
+  void take_all(std::size_t r, std::deque<std::uint64_t>& into);
   std::size_t replicas() const noexcept { return logs_.size(); }
   /// Results the merger has passed on: the dealer stays within a window of it, so that the
   /// results an ordered merger holds back (waiting for a slow replica) stay bounded.
@@ -62,7 +67,7 @@ private:
   using clock = poll_executor::clock;
   struct item {
     std::uint64_t seq;
-    std::vector<std::byte> bytes;
+    std::uint32_t slot; // where its bytes wait (slots_)
     double cost;
   };
   /// How fast a replica takes items from its ring: items over windows in which the dealer kept it
@@ -82,7 +87,11 @@ private:
   bool measure_intake(std::size_t r, clock::time_point now);
   /// An item's cost (farm_options::cost; refused, naming the farm, unless finite and > 0).
   double cost_of(const std::byte* item, std::uint64_t seq) const;
+  /// This turn's dealing: deal_to() picks replicas on a copy of the balancer's loads taken by
+  /// begin_dealing(), and end_dealing() adds what was dealt to the balancer.
+  void begin_dealing();
   std::size_t deal_to(double cost);
+  void end_dealing();
   /// How many items the queues may hold in all now.
   std::size_t queue_limit() const;
   void steal_for(std::size_t thief);
@@ -97,6 +106,16 @@ private:
   load_balancer balancer_;
   std::vector<intake> intake_;
   std::vector<std::deque<item>> queues_;
+  struct dealing {
+    double load = 0, speed = 1, dealt_cost = 0;
+    std::size_t dealt = 0;
+  };
+  std::vector<dealing> dealing_; // per replica, this turn
+  /// The queued items' bytes, a slot each, reused once fed (no allocation per item).
+  std::vector<std::byte> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  std::uint32_t hold_bytes(const std::byte* message);
+  std::vector<std::uint64_t> feed_seqs_; // one feed's item numbers, for the ledger
   std::size_t queued_ = 0, next_replica_ = 0;
   std::atomic<std::uint64_t> held_{0}; // queued_, for other threads
   std::uint64_t next_seq_ = 0;
@@ -113,12 +132,22 @@ protected:
   std::size_t turn() override;
 
 private:
+  /// Replica r's next result's number (taken from the ledger a run at a time); false if none.
+  bool front_given(std::size_t r, std::uint64_t& seq);
+  /// Takes one result from replica r's ring into in_buf_ and its number; false if none is there.
+  bool take_result(std::size_t r, std::uint64_t& seq);
+  /// Pushes `bytes` to the output (its room was checked) and counts it passed on.
+  void pass_on(const std::byte* bytes);
+  std::size_t turn_ordered();
+
   std::atomic<std::uint64_t> held_{0}; // waiting_.size(), for other threads
   std::shared_ptr<farm_ledger> ledger_;
   bool ordered_;
   std::vector<std::string> replica_names_;
+  std::vector<std::deque<std::uint64_t>> given_;            // per replica: numbers taken from the ledger
   std::map<std::uint64_t, std::vector<std::byte>> waiting_; // results ahead of the next in order
   std::uint64_t next_ = 0;
+  std::size_t taken_ = 0, passed_ = 0; // this turn's, counted once at its end
 };
 
 } // namespace ringpipe::detail
