@@ -73,3 +73,21 @@ def plot_farm_told_costs(res, path, title):
     ax.set_ylim(0, ax.get_ylim()[1] * 1.5)  # room for the legend above the bars
     ax.set_title("a farm on two devices, uneven items (one in ten 20x the cost)", fontsize=9)
     finish(fig, [ax], path, title)
+
+
+def plot_farm_items(res, path, title):
+    """A farm of cheap items (ordered and not) against the same stream through one kernel."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+
+    def col(metric, fam):
+        return [r["metrics"][metric] for f, r in res.named("farm_items") if f == fam and metric in r["metrics"]] or None
+
+    fams = [f for f in res.families if col("one_kernel_items_per_s", f)]
+    bars(ax, [res.labels.get(f, f) for f in fams],
+         [("baseline: one kernel on one device", [col("one_kernel_items_per_s", f) for f in fams], dict(color="0.6")),
+          ("farm on two devices, ordered", [col("farm_ordered_items_per_s", f) for f in fams], dict(color="C0")),
+          ("farm on two devices, unordered", [col("farm_unordered_items_per_s", f) for f in fams], dict(color="C1"))],
+         "items per second (more is better)")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room for the legend above the bars
+    ax.set_title("cheap items (10 mixes each): what the farm's host side costs", fontsize=9)
+    finish(fig, [ax], path, title)

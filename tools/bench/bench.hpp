@@ -83,6 +83,7 @@ void links_topic(bench_context& c);            // links.cpp: the copy bandwidth 
 void collectives_topic(bench_context& c);      // collectives.cpp: all-reduce against gathering to the host
 void scaling_topic(bench_context& c);          // scaling.cpp: parallel_for on 1, 2, 3 devices
 void work_stealing_topic(bench_context& c);    // work_stealing.cpp: a farm, stealing against static dealing
+void farm_items_topic(bench_context& c);       // farm_items.cpp: a farm of cheap items against one kernel
 void replica_exchange_topic(bench_context& c); // replica_exchange.cpp: resident replicas, exchanges at barriers
 #if defined(RINGPIPE_BENCH_REMOTE)
 /// remote.cpp: between two MPI ranks, against raw MPI. Under mpirun only, alone; returns the rank.

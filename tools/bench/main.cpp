@@ -66,6 +66,7 @@ topics (names --filter matches):
   collectives     all-reduce against gathering to the host
   scaling         parallel_for on 1, 2 and 3 devices; split arrays against host arrays
   work_stealing   a farm, stealing against static dealing
+  farm_items      a farm of cheap items against one kernel (the farm's host cost per item)
   replica_exchange  resident replicas: an exchange at a barrier against 100 sweeps
   remote.latency, remote.stream   between two MPI ranks against raw MPI (under mpirun -n 2 only)
 exit codes: 0 done, 1 a benchmark failed (the reason on stderr), 2 bad arguments.
@@ -131,6 +132,7 @@ int main(int argc, char** argv) {
     collectives_topic(c);
     scaling_topic(c);
     work_stealing_topic(c);
+    farm_items_topic(c);
     replica_exchange_topic(c);
     write_json(json_path, results);
     return 0;
