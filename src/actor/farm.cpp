@@ -290,32 +290,31 @@ std::size_t farm_merger::turn_ordered() {
   // The next result in order is most often at the head of the ring of the replica it was given
   // to: it goes straight on, with no copy kept (a steal can put it behind later ones).
   while (passed_ < batch() && out.space() > 0) {
-    if (!waiting_.empty() && waiting_.begin()->first == next_) {
-      pass_on(waiting_.begin()->second.data());
-      waiting_.erase(waiting_.begin());
-      ++next_;
+    if (const std::byte* kept = waiting_.next_kept()) {
+      pass_on(kept);
+      waiting_.take_next();
       continue;
     }
     bool found = false;
     for (std::size_t r = 0; r < replicas && !found; ++r) {
       std::uint64_t seq = 0;
-      found = front_given(r, seq) && seq == next_ && take_result(r, seq);
+      found = front_given(r, seq) && seq == waiting_.next() && take_result(r, seq);
     }
     if (!found) break;
     pass_on(in_buf_.data());
-    ++next_;
+    waiting_.skip();
   }
   // Then every other result there is, which waits for its turn: the replicas' rings are emptied
   // (what is taken is bounded by what the dealer let in), so that their kernels go on.
   for (std::size_t r = 0; r < replicas; ++r) {
     std::uint64_t seq = 0;
     for (std::size_t k = 0; k < batch() && take_result(r, seq); ++k)
-      waiting_.emplace(
-          seq, std::vector<std::byte>(in_buf_.begin(), in_buf_.begin() + static_cast<std::ptrdiff_t>(in_size())));
+      waiting_.put(seq, std::span<const std::byte>(in_buf_).first(in_size()));
   }
-  for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_ && out.space() > 0;
-       it = waiting_.erase(it), ++next_)
-    pass_on(it->second.data());
+  for (const std::byte* kept = waiting_.next_kept(); kept != nullptr && out.space() > 0; kept = waiting_.next_kept()) {
+    pass_on(kept);
+    waiting_.take_next();
+  }
   return taken_ + passed_;
 }
 

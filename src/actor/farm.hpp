@@ -5,6 +5,7 @@
 // in the order it was given them.
 
 #include "host_stage.hpp"
+#include "reorder_buffer.hpp"
 
 #include <ringpipe/balance.hpp>
 #include <ringpipe/farm.hpp>
@@ -13,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <span>
 #include <vector>
@@ -144,10 +144,9 @@ private:
   std::shared_ptr<farm_ledger> ledger_;
   bool ordered_;
   std::vector<std::string> replica_names_;
-  std::vector<std::deque<std::uint64_t>> given_;            // per replica: numbers taken from the ledger
-  std::map<std::uint64_t, std::vector<std::byte>> waiting_; // results ahead of the next in order
-  std::uint64_t next_ = 0;
-  std::size_t taken_ = 0, passed_ = 0; // this turn's, counted once at its end
+  std::vector<std::deque<std::uint64_t>> given_; // per replica: numbers taken from the ledger
+  reorder_buffer waiting_;                       // results ahead of the next in order, and that number
+  std::size_t taken_ = 0, passed_ = 0;           // this turn's, counted once at its end
 };
 
 } // namespace ringpipe::detail
