@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <memory>
 #include <optional>
 
@@ -165,12 +166,16 @@ TEST(FarmDealer, GivenCostsEachFeedGoesInOrderOfCostAndTheLedgerFollows) {
     int mixed = 0;
     for (std::size_t r = 0; r < 2; ++r) {
       std::vector<double> costs;
-      std::uint64_t item = 0, given = 0;
+      std::deque<std::uint64_t> given;
+      rig.ledger->take_all(r, given);
+      std::uint64_t item = 0;
       while (rig.rings[r]->try_pop_bytes(&item)) {
-        ASSERT_TRUE(rig.ledger->next_of(r, given));
-        EXPECT_EQ(given, item) << "replica " << r << ": the ledger's order is not the ring's";
+        ASSERT_FALSE(given.empty()) << "replica " << r << ": an item in its ring is not in the ledger";
+        EXPECT_EQ(given.front(), item) << "replica " << r << ": the ledger's order is not the ring's";
+        given.pop_front();
         costs.push_back(dealer_rig::cost(item));
       }
+      EXPECT_TRUE(given.empty()) << "replica " << r << ": the ledger has items its ring never got";
       ASSERT_GE(costs.size(), ring_slots / 2) << "replica " << r << "'s ring was not fed";
       const auto costly = std::count(costs.begin(), costs.end(), 7.0);
       if (costly == 0 || static_cast<std::size_t>(costly) == costs.size()) continue; // one cost only

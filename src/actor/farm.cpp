@@ -28,14 +28,6 @@ void farm_ledger::take_all(std::size_t r, std::deque<std::uint64_t>& into) {
   logs_[r]->seqs.clear();
 }
 
-bool farm_ledger::next_of(std::size_t r, std::uint64_t& seq) {
-  std::lock_guard lock(logs_[r]->mutex);
-  if (logs_[r]->seqs.empty()) return false;
-  seq = logs_[r]->seqs.front();
-  logs_[r]->seqs.pop_front();
-  return true;
-}
-
 farm_dealer::farm_dealer(std::shared_ptr<poll_executor> executor, std::string name, std::uint32_t batch,
                          std::shared_ptr<farm_ledger> ledger, farm_options options, std::vector<double> capability,
                          std::vector<std::string> replica_names)

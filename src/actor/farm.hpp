@@ -26,10 +26,8 @@ public:
   /// Dealer side: items `seqs` go into replica `r`'s ring in this order (recorded before they are
   /// pushed). One lock per feed, not per item.
   void given(std::size_t r, std::span<const std::uint64_t> seqs);
-  void given(std::size_t r, std::uint64_t seq) { given(r, std::span<const std::uint64_t>(&seq, 1)); }
-  /// Merger side: the number of replica `r`'s next result; false when it was given nothing more.
-  bool next_of(std::size_t r, std::uint64_t& seq);
-  /// Merger side: moves every number recorded for replica `r` to the back of `into`.
+  /// Merger side: moves every number recorded for replica `r` to the back of `into` (the numbers
+  /// of its next results, in order).
   void take_all(std::size_t r, std::deque<std::uint64_t>& into);
   std::size_t replicas() const noexcept { return logs_.size(); }
   /// Results the merger has passed on: the dealer stays within a window of it, so that the
