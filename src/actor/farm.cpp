@@ -287,10 +287,12 @@ std::size_t farm_merger::turn_ordered() {
       waiting_.take_next();
       continue;
     }
+    // A replica with nothing in its ring is passed over without a look at the ledger (its lock).
     bool found = false;
     for (std::size_t r = 0; r < replicas && !found; ++r) {
       std::uint64_t seq = 0;
-      found = front_given(r, seq) && seq == waiting_.next() && take_result(r, seq);
+      found =
+          inputs_.all()[r]->ring->size() != 0 && front_given(r, seq) && seq == waiting_.next() && take_result(r, seq);
     }
     if (!found) break;
     pass_on(in_buf_.data());
