@@ -160,6 +160,25 @@ std::size_t program_cache::size() const {
   return programs_.size();
 }
 
+std::optional<shelved_kernel> program_cache::take_kernel(const cl::Program& program, const std::string& name) {
+  std::lock_guard lock(shelf_mutex_);
+  const auto it = shelf_.find({program(), name});
+  if (it == shelf_.end()) return std::nullopt;
+  shelved_kernel k = std::move(it->second);
+  shelf_.erase(it);
+  return k;
+}
+
+void program_cache::shelve_kernel(const cl::Program& program, const std::string& name, shelved_kernel k) {
+  std::lock_guard lock(shelf_mutex_);
+  shelf_.emplace(std::pair{program(), name}, std::move(k));
+}
+
+std::size_t program_cache::shelved() const {
+  std::lock_guard lock(shelf_mutex_);
+  return shelf_.size();
+}
+
 std::string base_build_options(const device& dev) {
   const auto& info = dev.info();
   std::string options = info.cl_std;

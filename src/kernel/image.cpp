@@ -66,14 +66,41 @@ declaration declaration_from_launch(const device& dev, cl::Kernel& sizes, const 
   });
 }
 
+// Sets a pointer argument to NULL (a buffer's or an SVM pointer's alike), so that a shelved
+// kernel object holds no memory of its last user.
+bool clear_pointer_arg(const cl::Kernel& k, unsigned at) noexcept {
+  const cl_mem none = nullptr; // a value, not a null pointer: also zeroes a scalar of that size
+  return clSetKernelArg(k(), at, sizeof(cl_mem), &none) == CL_SUCCESS;
+}
+
 // What kernel `name` declared, or nothing if it declared nothing.
 std::optional<declaration> declared(const device& dev, const cl::Program& program, const std::string& name) {
+  const std::string sizes_name = name + "__ringpipe_sizes";
+  cl::Kernel sizes;
+  if (auto shelved = dev.programs().take_kernel(program, sizes_name)) {
+    sizes = std::move(shelved->kernel);
+  } else {
+    cl_int status = CL_SUCCESS;
+    cl_kernel k = clCreateKernel(program(), sizes_name.c_str(), &status);
+    if (status != CL_SUCCESS) return std::nullopt;
+    sizes = cl::Kernel(k);
+  }
+  auto found = declaration_from_attributes(sizes);
+  if (!found) found = declaration_from_launch(dev, sizes, name);
+  if (clear_pointer_arg(sizes, 0)) dev.programs().shelve_kernel(program, sizes_name, {sizes, 0});
+  return found;
+}
+
+// The kernel object `name` of `program`: one an earlier image shelved, with its note, or a new one
+// (note 0). `optional`: nothing where the program does not define it; otherwise that throws.
+std::optional<shelved_kernel> kernel_object(const device& dev, const cl::Program& program, const std::string& name,
+                                            bool optional) {
+  if (auto shelved = dev.programs().take_kernel(program, name)) return shelved;
   cl_int status = CL_SUCCESS;
-  cl_kernel k = clCreateKernel(program(), (name + "__ringpipe_sizes").c_str(), &status);
-  if (status != CL_SUCCESS) return std::nullopt;
-  cl::Kernel sizes(k);
-  if (auto found = declaration_from_attributes(sizes)) return found;
-  return declaration_from_launch(dev, sizes, name);
+  cl_kernel k = clCreateKernel(program(), name.c_str(), &status);
+  if (status == CL_SUCCESS) return shelved_kernel{cl::Kernel(k), 0};
+  if (optional) return std::nullopt;
+  throw_opencl_error(status, ("clCreateKernel '" + name + "'").c_str());
 }
 
 // A name the program does not define is said as such, with the kernels it does define.
@@ -118,6 +145,7 @@ void kernel_image::count_args(const kernel_spec& spec) {
                                             (has_state_ ? " and its state (1)" : ""));
   }
   own_args_set_.assign(takes - fixed, false);
+  own_args_memory_.assign(takes - fixed, false);
   if (spec.args.size() > own_args_set_.size())
     throw error(errc::invalid_argument,
                 describe_args() + ", but kernel_spec::args gives " + std::to_string(spec.args.size()));
@@ -141,7 +169,7 @@ std::string ms(std::chrono::nanoseconds d) {
 
 kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size_t in_bytes, std::size_t out_bytes,
                            const kernel_options& options)
-    : name_(spec.name) {
+    : dev_(&dev), name_(spec.name) {
   std::string build_options = base_build_options(dev);
   if (!spec.build_options.empty()) build_options += " " + spec.build_options;
   const auto source_name = spec.source_name.empty() ? "kernel '" + spec.name + "'" : spec.source_name;
@@ -168,8 +196,8 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
                                             std::to_string(spec.state_bytes) + " (leave it 0 to use the declaration)");
   }
   has_state_ = state_bytes > 0;
-  kernel_ =
-      cl_call(("clCreateKernel '" + spec.name + "'").c_str(), [&] { return cl::Kernel(program_, spec.name.c_str()); });
+  auto main = kernel_object(dev, program_, spec.name, false);
+  kernel_ = std::move(main->kernel);
   const auto kernel_max = kernel_.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(dev.cl_device());
   const auto limit =
       static_cast<std::uint32_t>(std::min<std::size_t>({kernel_max, dev.info().max_work_group_size, max_group}));
@@ -197,11 +225,10 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
     });
   }
   count_args(spec);
-  if (map_ && !has_state_) {
-    cl_int status = CL_SUCCESS;
-    cl_kernel span = clCreateKernel(program_(), (spec.name + "__span").c_str(), &status);
-    if (status == CL_SUCCESS) span_kernel_ = cl::Kernel(span);
-  }
+  std::uint64_t span_note = 0;
+  if (map_ && !has_state_)
+    if (auto span = kernel_object(dev, program_, spec.name + "__span", true))
+      span_kernel_ = std::move(span->kernel), span_note = span->note;
   for (std::size_t i = 0; i < spec.args.size(); ++i)
     set_arg(static_cast<unsigned>(i), spec.args[i].bytes.data(), spec.args[i].bytes.size());
   // PoCL's compiler aborts the process ("Could not find a dominating alternative variable") on a
@@ -220,8 +247,15 @@ kernel_image::kernel_image(const device& dev, const kernel_spec& spec, std::size
   // Only where every launch returns by itself: on a device that also runs resident kernels (PoCL)
   // this launch could wait behind them for a worker for as long as they run.
   const bool all_args_set = std::find(own_args_set_.begin(), own_args_set_.end(), false) == own_args_set_.end();
-  if (map_ && !has_state_ && all_args_set && !dev.info().supports(kernel_mode::parked))
+  // A kernel object an earlier image compiled for these group sizes needs no compiling (noted
+  // when shelved; 0: not compiled here).
+  const std::uint64_t sizes_note = std::uint64_t{local_size_} << 32 | batch_local_size_;
+  if (main->note == sizes_note && (span_kernel_() == nullptr || span_note == sizes_note)) {
+    compiled_note_ = sizes_note;
+  } else if (map_ && !has_state_ && all_args_set && !dev.info().supports(kernel_mode::parked)) {
     compile_by_launching(dev, std::max(in_bytes, out_bytes));
+    compiled_note_ = sizes_note;
+  }
 }
 
 constexpr std::uint32_t span_compile_only = 0xffffffffu; // RP_SPAN_COMPILE_ONLY (span.clh)
@@ -280,6 +314,7 @@ void kernel_image::set_arg(unsigned index, const void* value, std::size_t size) 
     if (const cl_int s = clSetKernelArg(span_kernel_(), at, size, value); s != CL_SUCCESS)
       throw_opencl_error(s, ("clSetKernelArg " + std::to_string(index) + " of kernel '" + name_ + "__span'").c_str());
   own_args_set_[index] = true;
+  own_args_memory_[index] = size == sizeof(cl_mem); // may be a buffer: cleared before shelving
 }
 
 void kernel_image::set_arg_svm(unsigned index, void* pointer) {
@@ -290,9 +325,26 @@ void kernel_image::set_arg_svm(unsigned index, void* pointer) {
         throw_opencl_error(
             s, ("clSetKernelArgSVMPointer " + std::to_string(index) + " of kernel '" + name_ + "'").c_str());
   own_args_set_[index] = true;
+  own_args_memory_[index] = true;
+}
+
+void kernel_image::shelve(cl::Kernel& k, const std::string& name, bool span) noexcept {
+  // Every argument that may hold memory: the rings and control block, the state, the user's
+  // buffers and SVM pointers, and the span form's keep flags.
+  std::vector<unsigned> pointers = {0, 1, 2};
+  if (has_state_) pointers.push_back(3);
+  for (unsigned i = 0; i < own_args_memory_.size(); ++i)
+    if (own_args_memory_[i]) pointers.push_back(3 + (has_state_ ? 1 : 0) + i);
+  if (span) pointers.push_back(span_args_at());
+  if (std::all_of(pointers.begin(), pointers.end(), [&](unsigned at) { return clear_pointer_arg(k, at); }))
+    dev_->programs().shelve_kernel(program_, name, {k, compiled_note_});
+  k = cl::Kernel();
 }
 
 void kernel_image::release() noexcept {
+  // Shelved for the next image of this kernel; the drivers finished every launch before this.
+  if (kernel_() != nullptr) shelve(kernel_, name_, false);
+  if (span_kernel_() != nullptr) shelve(span_kernel_, name_ + "__span", true);
   state_ = cl::Buffer();
   kernel_ = cl::Kernel();
   span_kernel_ = cl::Kernel();

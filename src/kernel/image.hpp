@@ -44,21 +44,27 @@ public:
   void check_args_set() const;
   /// Whether own argument `index` exists and nothing set it yet.
   bool arg_unset(unsigned index) const { return index < own_args_set_.size() && !own_args_set_[index]; }
-  /// Drops every OpenCL object.
+  /// Drops every OpenCL object, putting its kernel objects back on the program cache's shelf for
+  /// the next image of the same kernel (call it once no launch of them runs).
   void release() noexcept;
 
 private:
   /// Launches the map kernel once over scratch memory that asks it to stop (see image.cpp).
   void compile_by_launching(const device& dev, std::size_t slot_bytes);
   void count_args(const kernel_spec& spec);
+  /// Clears `k`'s arguments that may hold memory and shelves it (program_cache::shelve_kernel).
+  void shelve(cl::Kernel& k, const std::string& name, bool span) noexcept;
   /// The OpenCL position of the kernel's own argument `index`; refused past its last.
   unsigned own_arg_at(unsigned index) const;
   std::string describe_args() const;
 
+  const device* dev_;
   std::string name_;
   bool has_state_ = false;
   bool map_ = false;
-  std::vector<bool> own_args_set_; // the kernel's own arguments, after the fixed ones
+  std::vector<bool> own_args_set_;    // the kernel's own arguments, after the fixed ones
+  std::vector<bool> own_args_memory_; // of those, the ones that may hold a buffer or SVM pointer
+  std::uint64_t compiled_note_ = 0;   // the group sizes it was compiled for by launching; 0: not
   std::uint32_t local_size_ = 1;
   std::uint32_t batch_local_size_ = 1;
   cl::Program program_;

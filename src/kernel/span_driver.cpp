@@ -120,6 +120,7 @@ public:
     keep_ = nullptr;
     spans_ = {};
     queue_ = cl::CommandQueue();
+    kernel_ = cl::Kernel(); // the image shelves it for the next user
   }
 
 private:
