@@ -312,6 +312,48 @@ TEST(FarmDealer, APacedSleepEndsWhereAKernelLeftItsRingTight) {
   }
 }
 
+// A replica's ring is fed only as far as the replica takes in farm_options::feed_ahead at its
+// measured speed, at least 256 items (all it gets before its speed is known): one that takes cheap
+// items fast gets them in big feeds (its launches take more at a time), a slow one a few hundred,
+// and the rest waits in its queue, where a replica that runs dry can still steal it.
+TEST(FarmDealer, ARingIsFedWhatItsReplicaTakesInTheFeedAheadTime) {
+  auto ex = std::make_shared<manual_executor>();
+  auto input = std::make_shared<ring_buffer>(16384, 8);
+  const std::array rings{std::make_shared<ring_buffer>(2048, 8), std::make_shared<ring_buffer>(2048, 8)};
+  auto ledger = std::make_shared<farm_ledger>(2);
+  farm_options o;
+  o.queue = 4096, o.ring = 2048, o.feed_ahead = 1ms;
+  auto dealer = std::make_shared<farm_dealer>(ex, "work:deal", 8192, ledger, o, std::vector<double>{1.0, 1.0},
+                                              std::vector<std::string>{"work@0", "work@1"});
+  dealer->add_input(input);
+  for (const auto& r : rings)
+    dealer->add_output(r);
+  dealer->start();
+  EXPECT_EQ(dealer->fill_limit(*rings[0]), 256u) << "before any speed is known";
+  std::uint64_t next = 0;
+  std::array<std::uint32_t, 2> fullest{};
+  for (int t = 0; t < 2000; ++t) { // 100 us a tick: 1 M items a second and 20,000
+    while (input->try_push_bytes(&next))
+      ++next;
+    dealer->wake();
+    ex->run_ready();
+    std::uint64_t item = 0;
+    for (std::size_t r = 0; r < 2; ++r) {
+      fullest[r] = std::max(fullest[r], rings[r]->size());
+      for (int k = 0; k < (r == 0 ? 100 : 2) && rings[r]->try_pop_bytes(&item); ++k)
+        ledger->passed_on.fetch_add(1);
+    }
+    ex->advance(100us);
+  }
+  const auto report = dealer->balance();
+  EXPECT_NEAR(dealer->fill_limit(*rings[0]), 1000, 200) << "1 ms at 1 M items a second\n" << report.table();
+  EXPECT_NEAR(fullest[0], 1000, 200);
+  EXPECT_EQ(dealer->fill_limit(*rings[1]), 256u) << "20 items in 1 ms: the least feed\n" << report.table();
+  EXPECT_EQ(fullest[1], 256u);
+  EXPECT_GT(report.devices[1].items, 0u) << "what the slow replica's ring does not hold waits, stealable";
+  dealer->stop();
+}
+
 TEST(FarmDealer, EqualReplicasShareEvenly) {
   dealer_rig rig(farm_dealing::least_loaded);
   for (int t = 0; t < 2000; ++t)

@@ -17,6 +17,7 @@
 //   in --+-> [queue 1] -> kernel on device 1 -+-> merge (in order) -> out
 //   deal  (least loaded; a dry queue steals from the one that would drain last)
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -50,7 +51,14 @@ struct farm_options {
   /// Items queued per replica (queue x replicas in all) before the dealer stops taking input;
   /// until a replica's speed is measured, each queues its ring's worth.
   std::uint32_t queue = 4096;
-  std::uint32_t ring = 256; ///< slots of each replica's input ring: items there can no longer be stolen
+  /// Slots of each replica's input ring (a power of two); 0: 2,048, fewer for large messages (4 MiB
+  /// a ring at most, 256 slots at least). Items there can no longer be stolen: see feed_ahead.
+  std::uint32_t ring = 0;
+  /// A replica's ring is fed at most what the replica takes in this time at its measured speed
+  /// (at least 256 items, or its ring where that is smaller; that many until its speed is known):
+  /// cheap items fill more of the ring, so that a launch takes more of them at a time, while
+  /// costly ones wait in the queue, where a replica that runs dry can still steal them.
+  std::chrono::microseconds feed_ahead{2000};
   /// What an item costs, relative to the others (finite, > 0; empty: 1 each), from its bytes: set
   /// it with item_cost<In>(fn). Dealing counts it, speeds are measured in it per second, and
   /// steals even drain times by it, so a farm whose items' costs are known keeps unequal work

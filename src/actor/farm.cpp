@@ -33,7 +33,8 @@ farm_dealer::farm_dealer(std::shared_ptr<poll_executor> executor, std::string na
                          std::vector<std::string> replica_names)
     : host_stage(std::move(executor), std::move(name), batch), ledger_(std::move(ledger)), options_(std::move(options)),
       balancer_(std::move(capability), std::move(replica_names)), intake_(ledger_->replicas()),
-      queues_(ledger_->replicas()), dealing_(ledger_->replicas()) {}
+      queues_(ledger_->replicas()), dealing_(ledger_->replicas()),
+      feeds_(std::make_unique<std::atomic<std::uint32_t>[]>(ledger_->replicas())) {}
 
 bool farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   auto& in = intake_[r];
@@ -54,7 +55,7 @@ bool farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   }
   // A kernel takes items in claims (a batched one takes its whole ring at a launch): a window runs
   // from one look that saw a claim to a later one, counting the claims after its first, so that
-  // it holds as many claims as processing periods; at least two rings' worth and a millisecond.
+  // it holds as many claims as processing periods; at least two feeds' worth and a millisecond.
   if (fresh == 0) return false;
   if (!in.window_open) {
     in.window_open = true, in.window_items = 0, in.window_cost = 0, in.window_start = now;
@@ -62,8 +63,9 @@ bool farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
   }
   in.window_items += fresh, in.window_cost += fresh_cost;
   const auto took = now - in.window_start;
-  if (in.window_items >= 2 * std::uint64_t{outputs_[r].ring->capacity()} && took >= std::chrono::milliseconds(1)) {
+  if (in.window_items >= 2 * std::uint64_t{feed_limit(r)} && took >= std::chrono::milliseconds(1)) {
     balancer_.learn_speed(r, took, in.window_cost);
+    in.items_per_cost = static_cast<double>(in.window_items) / in.window_cost;
     in.measured = true;
     in.window_items = 0, in.window_cost = 0, in.window_start = now;
     return true;
@@ -72,14 +74,35 @@ bool farm_dealer::measure_intake(std::size_t r, clock::time_point now) {
 }
 
 std::size_t farm_dealer::queue_limit() const {
-  // Until a speed is measured each replica queues a ring's worth, so that the first items are not
-  // all dealt on the priors (compute units say little of a kernel's speed); then up to `queue`.
+  // Until a speed is measured each replica queues a first feed's worth, so that the first items
+  // are not all dealt on the priors (compute units say little of a kernel's speed); then up to
+  // `queue`.
   if (std::any_of(intake_.begin(), intake_.end(), [](const intake& in) { return in.measured; }))
     return std::size_t{options_.queue} * queues_.size();
   std::size_t limit = 0;
   for (std::size_t r = 0; r < queues_.size(); ++r)
-    limit += std::min<std::size_t>(options_.queue, outputs_[r].ring->capacity());
+    limit += std::min<std::size_t>(options_.queue, first_feed(*outputs_[r].ring));
   return limit;
+}
+
+std::uint32_t farm_dealer::first_feed(const ring_buffer& ring) { return std::min<std::uint32_t>(256, ring.capacity()); }
+
+std::uint32_t farm_dealer::feed_limit(std::size_t r) const {
+  const auto& in = intake_[r];
+  const std::uint32_t first = first_feed(*outputs_[r].ring), ring = outputs_[r].ring->capacity();
+  if (!in.measured) return first;
+  const double ahead =
+      balancer_.speed(r) * in.items_per_cost * std::chrono::duration<double>(options_.feed_ahead).count();
+  return ahead >= ring ? ring : std::max(first, static_cast<std::uint32_t>(ahead));
+}
+
+std::uint32_t farm_dealer::fill_limit(const ring_buffer& r) const noexcept {
+  for (std::size_t k = 0; k < outputs_.size(); ++k)
+    if (outputs_[k].ring.get() == &r) {
+      const std::uint32_t fed = feeds_[k].load(std::memory_order_relaxed);
+      return fed != 0 ? fed : first_feed(r);
+    }
+  return r.capacity();
 }
 
 double farm_dealer::cost_of(const std::byte* item, std::uint64_t seq) const {
@@ -200,7 +223,9 @@ std::size_t farm_dealer::turn() {
   if (learnt && options_.steal && options_.dealing == farm_dealing::least_loaded) rebalance();
   // Deal: number each item and queue it at the replica deal_to() picks, while the queues have room.
   const std::size_t limit = queue_limit();
-  const std::uint64_t ahead = 2 * std::uint64_t{options_.queue + options_.ring} * queues_.size();
+  std::uint64_t ahead = 0;
+  for (std::size_t r = 0; r < queues_.size(); ++r)
+    ahead += 2 * (std::uint64_t{options_.queue} + outputs_[r].ring->capacity());
   begin_dealing();
   while (moved < batch() && queued_ < limit && next_seq_ - ledger_->passed_on.load(std::memory_order_acquire) < ahead &&
          inputs_.pop(in_buf_.data())) {
@@ -210,12 +235,17 @@ std::size_t farm_dealer::turn() {
   }
   end_dealing();
   msgs_in.fetch_add(moved, std::memory_order_relaxed);
-  // Feed: each replica's ring from its queue; a replica with room and nothing queued steals.
+  // Feed: each replica's ring from its queue, up to its feed limit; a replica with room and
+  // nothing queued steals.
+  bool feeds_changed = false;
   for (std::size_t r = 0; r < queues_.size(); ++r) {
     auto& ring = *outputs_[r].ring;
-    if (options_.steal && queues_[r].empty() && ring.space() > 0) steal_for(r);
+    const std::uint32_t feed = feed_limit(r), fill = ring.size(); // the fill only falls meanwhile
+    if (feeds_[r].exchange(feed, std::memory_order_relaxed) != feed) feeds_changed = true;
+    const std::size_t room = fill < feed ? feed - fill : 0;
+    if (options_.steal && queues_[r].empty() && room > 0) steal_for(r);
     double fed_cost = 0;
-    const std::size_t fed = std::min<std::size_t>(queues_[r].size(), ring.space()); // room only grows meanwhile
+    const std::size_t fed = std::min(queues_[r].size(), room);
     group_feed(r, fed);
     // In the ledger before the pushes, a feed at a time: the merger may see a result at once.
     feed_seqs_.clear();
@@ -235,10 +265,11 @@ std::size_t farm_dealer::turn() {
     // The balancer's load is what waits in the queues (what dealing and stealing can still move).
     if (fed > 0) balancer_.report_completion(r, {}, fed_cost, fed);
     intake_[r].fed += fed;
-    // Full, it had work until the next turn unless it took a whole ring, which counts: a batched
-    // kernel that takes its ring at each launch runs at the pace the dealer refills it.
-    intake_[r].backed = ring.space() == 0;
+    // Fed to its limit, it had work until the next turn unless it took all of it, which counts: a
+    // batched kernel that takes its ring at each launch runs at the pace the dealer refills it.
+    intake_[r].backed = ring.size() >= feed;
   }
+  if (feeds_changed) pace_by_rings();
   held_.store(queued_, std::memory_order_release);
   if (queued_ == 0 && inputs_.all_drained()) end_stream();
   return moved;

@@ -54,6 +54,8 @@ public:
   std::atomic<std::uint64_t> rebalances{0}; ///< times queues drifted apart (a speed changed) and were evened
   std::atomic<std::uint64_t> rebalanced{0}; ///< items moved by those rebalances
   std::uint64_t held() const noexcept override { return held_.load(std::memory_order_acquire); }
+  /// A replica's ring: what the last turn fed it up to (feed_limit). Any thread.
+  std::uint32_t fill_limit(const ring_buffer& r) const noexcept override;
   /// Per replica: items queued for it, its measured speed (items per second) and how evenly the
   /// queues would drain. Any thread.
   balance_report balance() const { return balancer_.report(); }
@@ -76,9 +78,10 @@ private:
     std::deque<double> in_ring; // with farm_options::cost: the costs of the items fed and not yet taken
     std::uint64_t window_items = 0;
     double window_cost = 0;
-    bool backed = false;      // its ring was full after the last turn's feeding
-    bool window_open = false; // window_start was a look that saw a claim
-    bool measured = false;    // a speed has been learnt
+    bool backed = false;       // its ring was full after the last turn's feeding
+    bool window_open = false;  // window_start was a look that saw a claim
+    bool measured = false;     // a speed has been learnt
+    double items_per_cost = 1; // in the last window that gave a speed (1 without farm_options::cost)
     clock::time_point window_start{};
   };
   /// Counts what replica r took since the last turn; true when that gave a new speed sample.
@@ -92,6 +95,10 @@ private:
   void end_dealing();
   /// How many items the queues may hold in all now.
   std::size_t queue_limit() const;
+  /// What a replica's ring is fed up to before its speed is known, and at least after.
+  static std::uint32_t first_feed(const ring_buffer& ring);
+  /// What replica r's ring is fed up to now: farm_options::feed_ahead of its measured speed.
+  std::uint32_t feed_limit(std::size_t r) const;
   void steal_for(std::size_t thief);
   /// Orders the first `n` items of replica r's queue by cost (farm_options::group_by_cost).
   void group_feed(std::size_t r, std::size_t n);
@@ -108,7 +115,8 @@ private:
     double load = 0, speed = 1, dealt_cost = 0;
     std::size_t dealt = 0;
   };
-  std::vector<dealing> dealing_; // per replica, this turn
+  std::vector<dealing> dealing_;                        // per replica, this turn
+  std::unique_ptr<std::atomic<std::uint32_t>[]> feeds_; // per replica, the last turn's feed_limit (0: none yet)
   /// The queued items' bytes, a slot each, reused once fed (no allocation per item).
   std::vector<std::byte> slots_;
   std::vector<std::uint32_t> free_slots_;

@@ -23,18 +23,22 @@ void host_stage::start() {
   out_buf_.resize(std::max<std::size_t>(std::max(out_size_, in_size_), 1));
   if (outputs_.size() > 1)
     out_block_.resize(std::size_t{batch_} * std::max<std::size_t>(std::max(out_size_, in_size_), 1));
-  if (paced_) {
-    // A quarter of the smallest ring: a neighbour filling or draining it has three quarters left
-    // while this stage sleeps. And at most a quarter of a turn: a stage that moves more than that
-    // per first sleep (a 16-byte stream's source or sink) sleeps that, woken as before.
-    std::uint32_t pace = batch_ / 4;
-    for (const auto& in : inputs_.all())
-      pace = std::min(pace, in->ring->capacity() / 4);
-    for (const auto& out : outputs_)
-      pace = std::min(pace, out.ring->capacity() / 4);
-    poller_.set_pace(std::max<std::uint32_t>(pace, 1));
-  }
+  pace_by_rings();
   poller_.start(weak_from_this());
+}
+
+void host_stage::pace_by_rings() {
+  if (!paced_) return;
+  // A quarter of the smallest ring (of what this stage fills it to): a neighbour filling or
+  // draining it has three quarters left while this stage sleeps. And at most a quarter of a turn:
+  // a stage that moves more than that per first sleep (a 16-byte stream's source or sink) sleeps
+  // that, woken as before.
+  std::uint32_t pace = batch_ / 4;
+  for (const auto& in : inputs_.all())
+    pace = std::min(pace, in->ring->capacity() / 4);
+  for (const auto& out : outputs_)
+    pace = std::min(pace, fill_limit(*out.ring) / 4);
+  poller_.set_pace(std::max<std::uint32_t>(pace, 1));
 }
 
 void host_stage::stop() noexcept {
@@ -53,7 +57,7 @@ void host_stage::wake() {
 void host_stage::kernel_published(const ring_buffer& r, bool feeds_kernel) {
   // What the kernel has left before it waits on this stage: messages to take, or room to fill.
   const std::uint32_t left = feeds_kernel ? r.size() : r.capacity() - r.size();
-  if (left <= r.capacity() / 4)
+  if (left <= (feeds_kernel ? fill_limit(r) : r.capacity()) / 4)
     poller_.wake();
   else
     wake();

@@ -49,9 +49,13 @@ public:
   void wake();
   /// Any thread: a kernel published a batch beside this stage: it took messages from `r`, one of
   /// this stage's outputs (`feeds_kernel`), or put messages into `r`, one of its inputs. As
-  /// wake(), but out of a paced sleep too where `r` is left a quarter full or less (or a quarter
-  /// free or less): at its paced turn the kernel would have run dry (or filled the ring) first.
+  /// wake(), but out of a paced sleep too where `r` is left a quarter full or less (of its
+  /// fill_limit; or a quarter free or less): at its paced turn the kernel would have run dry (or
+  /// filled the ring) first.
   void kernel_published(const ring_buffer& r, bool feeds_kernel);
+  /// How full this stage fills `r`, one of its outputs, at most: the ring's capacity, or less
+  /// where a stage feeds it only so far (a farm's dealer). Any thread.
+  virtual std::uint32_t fill_limit(const ring_buffer& r) const noexcept { return r.capacity(); }
   /// Before start(): back off at once after progress instead of re-polling for a spin window
   /// (where the pipeline's threads outnumber the cores, the spin takes a core a kernel needs), and
   /// pace the sleeps so that a turn finds about a quarter of its smallest ring or of its batch.
@@ -62,7 +66,7 @@ public:
   /// How long it re-polls at once after progress (0: it backs off at once).
   std::chrono::microseconds spin_window() const noexcept { return poller_.timing().spin_window; }
   /// The messages its sleeps are paced to find at a turn (0: not paced). After start().
-  std::uint32_t pace() const noexcept { return poller_.timing().pace; }
+  std::uint32_t pace() const noexcept { return poller_.pace(); }
   /// Waits until the stage has left its loop (finished, failed or stopped).
   bool wait_exited(std::chrono::nanoseconds timeout) const;
 
@@ -84,6 +88,9 @@ public:
 protected:
   /// One turn: up to batch() messages. Returns how many were taken (or generated).
   virtual std::size_t turn() = 0;
+  /// Paced (poll_for_throughput): sets the pace from the rings and fill limits; at start(), and
+  /// from a turn after a fill limit changed.
+  void pace_by_rings();
   /// Pops, hands each message to `handle(message, fan)` and counts, while outputs have room.
   template <class Handle> std::size_t each_message(Handle&& handle);
   void push(auto& fan, const std::byte* message) {

@@ -36,10 +36,10 @@ bool poller::may_spin() noexcept {
 
 std::chrono::microseconds poller::first_sleep(poll_executor::clock::time_point now) noexcept {
   auto sleep = timing_.first_sleep;
-  if (timing_.pace != 0 && paced_ != 0) {
+  if (const std::uint32_t pace = this->pace(); pace != 0 && paced_ != 0) {
     // The messages that came during the last sleep and the turns since, at the same rate.
     const auto took = std::chrono::duration_cast<std::chrono::microseconds>(now - pace_from_);
-    const auto until_pace = took * static_cast<std::int64_t>(timing_.pace) / static_cast<std::int64_t>(paced_);
+    const auto until_pace = took * static_cast<std::int64_t>(pace) / static_cast<std::int64_t>(paced_);
     sleep = std::clamp(until_pace, timing_.first_sleep, std::max(timing_.first_sleep, timing_.ceiling));
   }
   paced_ = 0;

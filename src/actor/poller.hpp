@@ -80,8 +80,14 @@ public:
   void run();
 
   void set_ceiling(std::chrono::microseconds ceiling) noexcept { timing_.ceiling = ceiling; }
-  /// Before start(): see poll_timing::pace.
-  void set_pace(std::uint32_t messages) noexcept { timing_.pace = messages; }
+  /// See poll_timing::pace: before start(), or from the step (a stage whose rings' use changed).
+  void set_pace(std::uint32_t messages) noexcept {
+    std::atomic_ref(timing_.pace).store(messages, std::memory_order_relaxed);
+  }
+  /// The pace now. Any thread.
+  std::uint32_t pace() const noexcept {
+    return std::atomic_ref(const_cast<std::uint32_t&>(timing_.pace)).load(std::memory_order_relaxed);
+  }
   /// From the step: it moved `n` messages (paced pollers count them).
   void moved(std::size_t n) noexcept { paced_ += n; }
   /// Before start(): how long to re-poll at once after progress (0: back off at once).

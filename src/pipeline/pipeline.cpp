@@ -42,6 +42,17 @@ void check_capacity(std::uint32_t capacity, const std::string& where) {
     throw error(errc::invalid_argument,
                 where + ": capacity " + std::to_string(capacity) + " is not a power of two in [1, 2^30]");
 }
+// farm_options::ring left 0: 2,048 slots, fewer where that would pass 4 MiB, at least 256. Under
+// the 4,096 from which a batched kernel on PoCL runs as spans (spans_worthwhile): a replica fed a
+// few hundred costly items at a time did better as one launch that goes on while the dealer
+// refills (the skewed farm of ringpipe-bench work_stealing: 204-210 ms at 2,048 slots, 231-246 ms
+// at 4,096), and cheap items still come in launches of thousands.
+std::uint32_t default_farm_ring(std::size_t message_bytes) {
+  std::uint32_t slots = 2048;
+  while (slots > 256 && std::size_t{slots} * message_bytes > (std::size_t{4} << 20))
+    slots /= 2;
+  return slots;
+}
 } // namespace
 
 pipeline::pipeline(runtime& rt, pipeline_options options)
@@ -85,7 +96,10 @@ std::pair<std::size_t, std::size_t> pipeline::add_farm_stages(const std::string&
       throw error(errc::invalid_pipeline,
                   what + ": no device " + std::to_string(d) + " (the runtime has " + std::to_string(topo.size()) + ")");
   if (farm.queue == 0) throw error(errc::invalid_argument, what + ": farm_options::queue must be > 0");
+  if (farm.ring == 0) farm.ring = default_farm_ring(in.size);
   check_capacity(farm.ring, what + ": farm_options::ring");
+  if (farm.feed_ahead.count() <= 0)
+    throw error(errc::invalid_argument, what + ": farm_options::feed_ahead must be > 0");
   auto ledger = std::make_shared<detail::farm_ledger>(farm.devices.size());
   const auto deal = add_stage(detail::dealer_name(name), stage_kind::dealer, in, in);
   const auto merge = add_stage(detail::merger_name(name), stage_kind::merger, out, out);
