@@ -313,16 +313,17 @@ TEST(FarmDealer, APacedSleepEndsWhereAKernelLeftItsRingTight) {
 }
 
 // A replica's ring is fed only as far as the replica takes in farm_options::feed_ahead at its
-// measured speed, at least 256 items (all it gets before its speed is known): one that takes cheap
-// items fast gets them in big feeds (its launches take more at a time), a slow one a few hundred,
-// and the rest waits in its queue, where a replica that runs dry can still steal it.
+// measured speed (down to a power of two), at least 256 items (all it gets before its speed is
+// known): one that takes cheap items fast gets them in big feeds (its launches take more at a
+// time), a slow one a few hundred, and the rest waits in its queue, where a replica that runs dry
+// can still steal it.
 TEST(FarmDealer, ARingIsFedWhatItsReplicaTakesInTheFeedAheadTime) {
   auto ex = std::make_shared<manual_executor>();
   auto input = std::make_shared<ring_buffer>(16384, 8);
   const std::array rings{std::make_shared<ring_buffer>(2048, 8), std::make_shared<ring_buffer>(2048, 8)};
   auto ledger = std::make_shared<farm_ledger>(2);
   farm_options o;
-  o.queue = 4096, o.ring = 2048, o.feed_ahead = 1ms;
+  o.queue = 4096, o.ring = 2048, o.feed_ahead = 1500us;
   auto dealer = std::make_shared<farm_dealer>(ex, "work:deal", 8192, ledger, o, std::vector<double>{1.0, 1.0},
                                               std::vector<std::string>{"work@0", "work@1"});
   dealer->add_input(input);
@@ -346,9 +347,9 @@ TEST(FarmDealer, ARingIsFedWhatItsReplicaTakesInTheFeedAheadTime) {
     ex->advance(100us);
   }
   const auto report = dealer->balance();
-  EXPECT_NEAR(dealer->fill_limit(*rings[0]), 1000, 200) << "1 ms at 1 M items a second\n" << report.table();
-  EXPECT_NEAR(fullest[0], 1000, 200);
-  EXPECT_EQ(dealer->fill_limit(*rings[1]), 256u) << "20 items in 1 ms: the least feed\n" << report.table();
+  EXPECT_EQ(dealer->fill_limit(*rings[0]), 1024u) << "1,500 items in 1.5 ms at 1 M a second\n" << report.table();
+  EXPECT_EQ(fullest[0], 1024u);
+  EXPECT_EQ(dealer->fill_limit(*rings[1]), 256u) << "30 items in 1.5 ms: the least feed\n" << report.table();
   EXPECT_EQ(fullest[1], 256u);
   EXPECT_GT(report.devices[1].items, 0u) << "what the slow replica's ring does not hold waits, stealable";
   dealer->stop();

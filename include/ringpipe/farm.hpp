@@ -55,7 +55,8 @@ struct farm_options {
   /// a ring at most, 256 slots at least). Items there can no longer be stolen: see feed_ahead.
   std::uint32_t ring = 0;
   /// A replica's ring is fed at most what the replica takes in this time at its measured speed
-  /// (at least 256 items, or its ring where that is smaller; that many until its speed is known):
+  /// (down to a power of two; at least 256 items, or its ring where that is smaller; that many
+  /// until its speed is known):
   /// cheap items fill more of the ring, so that a launch takes more of them at a time, while
   /// costly ones wait in the queue, where a replica that runs dry can still steal them.
   std::chrono::microseconds feed_ahead{2000};

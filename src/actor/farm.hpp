@@ -97,7 +97,8 @@ private:
   std::size_t queue_limit() const;
   /// What a replica's ring is fed up to before its speed is known, and at least after.
   static std::uint32_t first_feed(const ring_buffer& ring);
-  /// What replica r's ring is fed up to now: farm_options::feed_ahead of its measured speed.
+  /// What replica r's ring is fed up to now: farm_options::feed_ahead of its measured speed, down
+  /// to a power of two.
   std::uint32_t feed_limit(std::size_t r) const;
   void steal_for(std::size_t thief);
   /// Orders the first `n` items of replica r's queue by cost (farm_options::group_by_cost).
@@ -122,6 +123,7 @@ private:
   std::vector<std::uint32_t> free_slots_;
   std::uint32_t hold_bytes(const std::byte* message);
   std::vector<std::uint64_t> feed_seqs_; // one feed's item numbers, for the ledger
+  std::vector<std::byte> feed_bytes_;    // and its items, pushed at once
   std::size_t queued_ = 0, next_replica_ = 0;
   std::atomic<std::uint64_t> held_{0}; // queued_, for other threads
   std::uint64_t next_seq_ = 0;
