@@ -89,5 +89,5 @@ def plot_farm_items(res, path, title):
           ("farm on two devices, unordered", [col("farm_unordered_items_per_s", f) for f in fams], dict(color="C1"))],
          "items per second (more is better)")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room for the legend above the bars
-    ax.set_title("cheap items (10 mixes each): what the farm's host side costs", fontsize=9)
+    ax.set_title("cheap items (10 mixes each): a farm against one kernel", fontsize=9)
     finish(fig, [ax], path, title)
