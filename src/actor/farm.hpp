@@ -78,7 +78,7 @@ private:
     std::deque<double> in_ring; // with farm_options::cost: the costs of the items fed and not yet taken
     std::uint64_t window_items = 0;
     double window_cost = 0;
-    bool backed = false;       // its ring was full after the last turn's feeding
+    bool backed = false;       // its ring was filled to its feed limit at the last turn
     bool window_open = false;  // window_start was a look that saw a claim
     bool measured = false;     // a speed has been learnt
     double items_per_cost = 1; // in the last window that gave a speed (1 without farm_options::cost)
