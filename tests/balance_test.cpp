@@ -1,11 +1,8 @@
 // The load balancer: least drain time selection, speeds learnt from completions (robust to one
 // slow outlier), a rebalance plan that evens a synthetic load within three rounds, load never
-// negative, concurrent selection and reports (run under ThreadSanitizer too), and the prior a
-// device starts from.
+// negative, and concurrent selection and reports (run under ThreadSanitizer too).
 #include <ringpipe/balance.hpp>
 #include <ringpipe/error.hpp>
-
-#include "described_topology.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,32 +14,6 @@
 namespace {
 
 using namespace std::chrono_literals;
-
-// Before anything is measured a CPU device counts the threads its work-items run on, not the
-// compute units it reports (llvmpipe reports 8 on one thread), split between the devices that
-// share them; other devices their compute units.
-TEST(Balance, APriorCountsACpuDevicesWorkerThreads) {
-  using namespace ringpipe::testing;
-  auto pocl = pocl_cpu();
-  pocl.compute_units = 2;
-  auto llvmpipe = rusticl_cpu();
-  llvmpipe.workers = 1, llvmpipe.compute_units = 8;
-  auto gpu = gpu_without_svm();
-  gpu.compute_units = 132;
-  const auto devices = describe({pocl, llvmpipe, gpu});
-  EXPECT_EQ(ringpipe::capability_of(devices[0]), 2);
-  EXPECT_EQ(ringpipe::capability_of(devices[1]), 1);
-  EXPECT_EQ(ringpipe::capability_of(devices[2]), 132);
-  const ringpipe::load_balancer lb(devices);
-  EXPECT_DOUBLE_EQ(lb.speed(0) / lb.speed(1), 2.0);
-  EXPECT_DOUBLE_EQ(lb.speed(2) / lb.speed(1), 132.0);
-  // Two PoCL devices of one pool of 4 workers share it: 2 each.
-  auto pocl4 = pocl_cpu();
-  pocl4.workers = 4;
-  const auto pooled = describe({pocl4, pocl4, llvmpipe});
-  EXPECT_EQ(ringpipe::capabilities_of({&pooled[0], &pooled[1], &pooled[2]}), (std::vector<double>{2, 2, 1}));
-  EXPECT_EQ(ringpipe::capabilities_of({&pooled[0], &pooled[2]}), (std::vector<double>{4, 1}));
-}
 
 TEST(Balance, SelectsTheDeviceThatDrainsFirst) {
   ringpipe::load_balancer lb({1.0, 3.0});

@@ -21,16 +21,7 @@
 
 namespace ringpipe {
 
-class device;
 class topology;
-
-/// What a device can do before anything is measured: its compute units, or for a CPU device the
-/// worker threads its work-items run on (Mesa's llvmpipe reports 8 compute units on any number
-/// of threads; a farm dealt its first items 8:1 to an llvmpipe device of one thread).
-double capability_of(const device& d);
-/// capability_of() for each of `devices`, where several share a pool of worker threads (PoCL's
-/// CPU devices) its threads split between them.
-std::vector<double> capabilities_of(const std::vector<const device*>& devices);
 
 struct balancer_options {
   double rebalance_above = 1.2; ///< rebalance_plan() plans moves when imbalance() exceeds this
@@ -68,7 +59,7 @@ public:
   /// named in reports by `names` (default "device 0", ...).
   explicit load_balancer(std::vector<double> capability, std::vector<std::string> names = {},
                          balancer_options options = {});
-  /// The devices of a topology, capability from capability_of().
+  /// The devices of a topology, capability from their compute units.
   explicit load_balancer(const topology& devices, balancer_options options = {});
   ~load_balancer();
   load_balancer(const load_balancer&) = delete;

@@ -48,11 +48,11 @@ double median_of(std::vector<double>& v) {
   return v[v.size() / 2];
 }
 
-std::vector<const device*> pointers(const topology& devices) {
-  std::vector<const device*> p;
+std::vector<double> compute_units(const topology& devices) {
+  std::vector<double> c;
   for (const auto& d : devices)
-    p.push_back(&d);
-  return p;
+    c.push_back(std::max<double>(1, d.info().compute_units));
+  return c;
 }
 std::vector<std::string> labels(const topology& devices) {
   std::vector<std::string> n;
@@ -62,25 +62,8 @@ std::vector<std::string> labels(const topology& devices) {
 }
 } // namespace
 
-double capability_of(const device& d) {
-  const auto& info = d.info();
-  return std::max<double>(1, info.worker_threads != 0 ? info.worker_threads : info.compute_units);
-}
-
-std::vector<double> capabilities_of(const std::vector<const device*>& devices) {
-  std::vector<double> c;
-  for (const device* d : devices) {
-    const auto sharing =
-        d->info().worker_threads == 0 ? 1 : std::count_if(devices.begin(), devices.end(), [&](const device* o) {
-          return o->info().worker_threads != 0 && o->info().budget_pool == d->info().budget_pool;
-        });
-    c.push_back(std::max(1.0, capability_of(*d) / static_cast<double>(sharing)));
-  }
-  return c;
-}
-
 load_balancer::load_balancer(const topology& devices, balancer_options options)
-    : load_balancer(capabilities_of(pointers(devices)), labels(devices), options) {}
+    : load_balancer(compute_units(devices), labels(devices), options) {}
 
 load_balancer::~load_balancer() = default;
 

@@ -23,7 +23,6 @@ struct described_device {
   std::string pool;           ///< devices of one pool share workers (PoCL)
   device_type type = device_type::cpu;
   std::uint32_t workers = 2; ///< CPU devices: host threads its work-items run on (device_info::worker_threads)
-  std::uint32_t compute_units = 0;
 };
 
 inline described_device pocl_cpu(std::string name = "cpu") {
@@ -48,7 +47,6 @@ inline topology describe(const std::vector<described_device>& list) {
                                  : std::vector{kernel_mode::batched};
     info.persistent_budget = d.budget;
     info.worker_threads = d.type == device_type::cpu ? d.workers : 0;
-    info.compute_units = d.compute_units;
     info.budget_pool = d.pool.empty() ? "#" + std::to_string(devices.size()) + " " + d.name : d.pool;
     auto& ctx = contexts[d.platform];
     if (!ctx) ctx = std::make_shared<platform_context>();
