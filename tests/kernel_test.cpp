@@ -1,6 +1,5 @@
 #include <ringpipe/kernel.hpp>
 #include <ringpipe/occupancy.hpp>
-#include <ringpipe/program.hpp>
 #include <test_message.hpp>
 
 #include "device_fixture.hpp"
@@ -291,43 +290,6 @@ TEST_F(KernelTest, AnyDeviceKernelErrorCodeFailsWithItsName) {
   }
   EXPECT_EQ(k.state(), kernel_state::faulted);
   EXPECT_EQ(out.size(), 10u) << "messages before the fault were delivered";
-}
-
-// A stopped kernel's objects go back to the program cache's shelf and serve the next kernel of
-// that name (creating them costs milliseconds on rusticl); the next runs with its own arguments,
-// and one it leaves unset is refused as ever, not taken from the last user.
-TEST_F(KernelTest, AnyDeviceTheNextKernelOfANameTakesTheShelvedObjectsWithItsOwnArguments) {
-  const auto& dev = topo()[0];
-  const auto& cache = dev.programs();
-  // A program of its own, so that no earlier test's kernels are on the shelf.
-  const kernel_spec spec{test_stages_source(16) + "\n// shelf test\n", "test_fail_at", ""};
-  const auto before = cache.shelved();
-  const auto run = [&](std::uint32_t fail_at, std::uint32_t messages) {
-    ring<msg16> in(dev, 16, {"in"}), out(dev, 16, {"out"});
-    ring_kernel<msg16, msg16> k(rt(), dev, spec);
-    EXPECT_EQ(cache.shelved(), before + 1) << "only the kernel that reads the declared sizes is shelved meanwhile";
-    k.set_arg(0, fail_at);
-    k.start(in, out);
-    if (fail_at < messages) {
-      for (std::uint32_t s = 0; s < messages; ++s)
-        in.push(make_test_message<16>(s), 5s);
-      k.notify();
-      EXPECT_THROW(k.wait(20s), ringpipe::error);
-      EXPECT_EQ(out.size(), fail_at);
-    } else {
-      stream(in, out, messages, k);
-      EXPECT_EQ(k.stats().msgs_out, messages) << "it ran with its own argument, not the last kernel's";
-    }
-  };
-  run(3, 5);
-  ASSERT_EQ(cache.shelved(), before + 2) << "the stopped kernel's object, shelved";
-  run(0xffffffffu, 1'000); // takes that object: the count above stays
-  ASSERT_EQ(cache.shelved(), before + 2) << "taken and shelved again, not a second one";
-  ring<msg16> in(dev, 16, {"in"}), out(dev, 16, {"out"});
-  ring_kernel<msg16, msg16> unset(rt(), dev, spec);
-  EXPECT_EQ(cache.shelved(), before + 1);
-  expect_error([&] { unset.start(in, out); }, make_error_code(errc::invalid_argument), {"not set"},
-               "a kernel with its argument unset started");
 }
 
 TEST_F(KernelTest, AnyDeviceStopDrainsWhatIsQueued) {

@@ -1,10 +1,16 @@
+#include <ringpipe/kernel.hpp>
 #include <ringpipe/program.hpp>
+#include <test_message.hpp>
 
 #include "device_fixture.hpp"
+#include "ring_stream.hpp"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 using namespace ringpipe;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -66,6 +72,43 @@ TEST_F(program_test, CacheBuildsOncePerSourceOptionsAndDevice) {
   const auto c = cache.get(dev, source, base_build_options(dev) + " -DOTHER=1", "cached_once");
   EXPECT_NE(a(), c());
   EXPECT_EQ(cache.size(), before + 2);
+}
+
+// A stopped kernel's objects go back to the program cache's shelf and serve the next kernel of
+// that name (creating them costs milliseconds on rusticl); the next runs with its own arguments,
+// and one it leaves unset is refused as ever, not taken from the last user.
+TEST_F(program_test, TheNextKernelOfANameTakesTheShelvedObjectsWithItsOwnArguments) {
+  const auto& dev = topo()[0];
+  const auto& cache = dev.programs();
+  // A program of its own, so that no earlier test's kernels are on the shelf.
+  const kernel_spec spec{test_stages_source(16) + "\n// shelf test\n", "test_fail_at", ""};
+  const auto before = cache.shelved();
+  const auto run = [&](std::uint32_t fail_at, std::uint32_t messages) {
+    ring<ringpipe::testing::msg16> in(dev, 16, {"in"}), out(dev, 16, {"out"});
+    ring_kernel<ringpipe::testing::msg16, ringpipe::testing::msg16> k(rt(), dev, spec);
+    EXPECT_EQ(cache.shelved(), before + 1) << "only the kernel that reads the declared sizes is shelved meanwhile";
+    k.set_arg(0, fail_at);
+    k.start(in, out);
+    if (fail_at < messages) {
+      for (std::uint32_t s = 0; s < messages; ++s)
+        in.push(make_test_message<16>(s), 5s);
+      k.notify();
+      EXPECT_THROW(k.wait(20s), ringpipe::error);
+      EXPECT_EQ(out.size(), fail_at);
+    } else {
+      ringpipe::testing::stream(in, out, messages, k);
+      EXPECT_EQ(k.stats().msgs_out, messages) << "it ran with its own argument, not the last kernel's";
+    }
+  };
+  run(3, 5);
+  ASSERT_EQ(cache.shelved(), before + 2) << "the stopped kernel's object, shelved";
+  run(0xffffffffu, 1'000); // takes that object: the count above stays
+  ASSERT_EQ(cache.shelved(), before + 2) << "taken and shelved again, not a second one";
+  ring<ringpipe::testing::msg16> in(dev, 16, {"in"}), out(dev, 16, {"out"});
+  ring_kernel<ringpipe::testing::msg16, ringpipe::testing::msg16> unset(rt(), dev, spec);
+  EXPECT_EQ(cache.shelved(), before + 1);
+  ringpipe::testing::expect_error([&] { unset.start(in, out); }, make_error_code(errc::invalid_argument), {"not set"},
+                                  "a kernel with its argument unset started");
 }
 
 } // namespace

@@ -73,24 +73,6 @@ bool clear_pointer_arg(const cl::Kernel& k, unsigned at) noexcept {
   return clSetKernelArg(k(), at, sizeof(cl_mem), &none) == CL_SUCCESS;
 }
 
-// What kernel `name` declared, or nothing if it declared nothing.
-std::optional<declaration> declared(const device& dev, const cl::Program& program, const std::string& name) {
-  const std::string sizes_name = name + "__ringpipe_sizes";
-  cl::Kernel sizes;
-  if (auto shelved = dev.programs().take_kernel(program, sizes_name)) {
-    sizes = std::move(shelved->kernel);
-  } else {
-    cl_int status = CL_SUCCESS;
-    cl_kernel k = clCreateKernel(program(), sizes_name.c_str(), &status);
-    if (status != CL_SUCCESS) return std::nullopt;
-    sizes = cl::Kernel(k);
-  }
-  auto found = declaration_from_attributes(sizes);
-  if (!found) found = declaration_from_launch(dev, sizes, name);
-  if (clear_pointer_arg(sizes, 0)) dev.programs().shelve_kernel(program, sizes_name, {sizes, 0});
-  return found;
-}
-
 // The kernel object `name` of `program`: one an earlier image shelved, with its note, or a new one
 // (note 0). `optional`: nothing where the program does not define it; otherwise that throws.
 std::optional<shelved_kernel> kernel_object(const device& dev, const cl::Program& program, const std::string& name,
@@ -101,6 +83,17 @@ std::optional<shelved_kernel> kernel_object(const device& dev, const cl::Program
   if (status == CL_SUCCESS) return shelved_kernel{cl::Kernel(k), 0};
   if (optional) return std::nullopt;
   throw_opencl_error(status, ("clCreateKernel '" + name + "'").c_str());
+}
+
+// What kernel `name` declared, or nothing if it declared nothing.
+std::optional<declaration> declared(const device& dev, const cl::Program& program, const std::string& name) {
+  const std::string sizes_name = name + "__ringpipe_sizes";
+  auto sizes = kernel_object(dev, program, sizes_name, true);
+  if (!sizes) return std::nullopt;
+  auto found = declaration_from_attributes(sizes->kernel);
+  if (!found) found = declaration_from_launch(dev, sizes->kernel, name);
+  if (clear_pointer_arg(sizes->kernel, 0)) dev.programs().shelve_kernel(program, sizes_name, std::move(*sizes));
+  return found;
 }
 
 // A name the program does not define is said as such, with the kernels it does define.
