@@ -210,4 +210,39 @@ TEST_F(SpanTest, ResidentKernelHandsABacklogToSpansAndTakesItBack) {
   }
 }
 
+// A resident kernel whose consumer is the limit keeps its backlog: with its output ring half full
+// too, spans would only take the workers the consumer runs on (a CPU device's host threads). The
+// consumer here starts behind (the output half full of earlier messages) and then waits. Once it
+// drains the output, the backlog goes to spans as above.
+TEST_F(SpanTest, ResidentKernelKeepsABacklogWhileItsOutputIsHalfFull) {
+  const auto& dev = topo()[0];
+  constexpr std::uint32_t capacity = 65536, out_capacity = 4096, earlier = out_capacity / 2;
+  ring<msg16> in(dev, capacity, {"in"}), out(dev, out_capacity, {"out"});
+  map16 k(rt(), dev, test_kernel("test_slow_map"), {});
+  prefill(in, capacity);
+  for (std::uint32_t i = 0; i < earlier; ++i)
+    ASSERT_TRUE(out.try_push(make_test_message<16>(capacity + i)));
+  k.start(in, out);
+  ASSERT_NE(k.mode(), kernel_mode::batched);
+  // The proxy watches about every millisecond: dozens of watches find the input full.
+  std::this_thread::sleep_for(60ms);
+  EXPECT_GT(out.size(), earlier) << "the kernel did not run";
+  EXPECT_EQ(k.stats().handovers, 0u) << "a backlog went to spans while the output was half full";
+  EXPECT_EQ(k.stats().launches, 1u);
+  std::vector<msg16> got(capacity + earlier);
+  std::uint32_t received = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (received < capacity + earlier && std::chrono::steady_clock::now() < deadline) {
+    const auto n = static_cast<std::uint32_t>(out.pop_n(std::span(got).first(capacity + earlier - received)));
+    for (std::uint32_t i = 0; i < n; ++i, ++received)
+      ASSERT_EQ(got[i].seq, received < earlier ? capacity + received : received - earlier)
+          << "lost, duplicated or reordered";
+    if (n == 0) std::this_thread::yield();
+  }
+  ASSERT_EQ(received, capacity + earlier) << "the kernel stopped delivering";
+  in.close();
+  k.wait(10s);
+  EXPECT_GE(k.stats().handovers, 1u) << "once the output drained, the backlog stayed with the resident kernel";
+}
+
 } // namespace

@@ -1,18 +1,26 @@
 // The adaptive driver: a resident map kernel (persistent or parked, its mode not forced, over
-// rings wide enough for spans) that falls behind its input hands the stream to spans
-// (span_driver.cpp), which use every compute unit, and takes it back once the backlog is gone.
+// rings wide enough for spans) that falls behind its input (a queue that would take it over 2 ms)
+// while its output has room hands the stream to spans (span_driver.cpp), which use every compute
+// unit, and takes it back once the backlog is gone.
 // The round trip stays the resident kernel's; the rate under load is the spans'. One side runs
 // at a time, and the switch waits until that side has published everything (the resident
 // launch returned, no span in flight), so the rings pass from one to the other in order.
 
 #include "driver.hpp"
 
+#include <chrono>
+
 namespace ringpipe::detail {
 namespace {
 
-// Consecutive watches that find the input ring at least half full before the resident kernel
-// is asked to yield (one full reading may be a burst it is about to drain).
+using clock = std::chrono::steady_clock;
+
+// Consecutive watches that find the resident kernel behind before it is asked to yield (one
+// reading may be a burst it is about to drain), a millisecond or more apart.
 constexpr unsigned behind_watches = 2;
+constexpr auto watch_interval = std::chrono::milliseconds(1);
+// Behind: its queue holds more than it took in this long at its rate since the last watch.
+constexpr auto behind_horizon = std::chrono::milliseconds(2);
 
 class adaptive_driver final : public kernel_driver {
 public:
@@ -38,7 +46,22 @@ public:
     }
     const bool progress = resident_->step();
     if (c_.life.leaving() || !resident_->in_flight() || yielded_) return progress;
-    behind_ = c_.in.size() >= c_.in.capacity() / 2 ? behind_ + 1 : 0;
+    const auto now = clock::now();
+    if (now - last_watch_ < watch_interval) return progress;
+    // Behind: its queue would take it longer than behind_horizon at the rate it has kept (a costly
+    // kernel: a few thousand items; a cheap one drains a full ring in less), while its output has
+    // room. An output half full too means its consumer is the limit, and spans would only take the
+    // workers (a CPU device's host threads) that the consumer and the producer run on.
+    const auto taken = c_.counters.msgs_in.load(std::memory_order_relaxed);
+    const double rate =
+        static_cast<double>(taken - last_taken_) / std::chrono::duration<double>(now - last_watch_).count();
+    last_watch_ = now;
+    last_taken_ = taken;
+    const std::uint32_t queued = c_.in.size();
+    const bool behind = queued >= backlog_gone_ &&
+                        queued > rate * std::chrono::duration<double>(behind_horizon).count() &&
+                        c_.out.size() < c_.out.capacity() / 2;
+    behind_ = behind ? behind_ + 1 : 0;
     if (behind_ >= behind_watches) {
       behind_ = 0;
       yielded_ = true;
@@ -75,6 +98,8 @@ private:
   bool spanning_ = false;
   bool yielded_ = false; // the resident launch was asked to return
   unsigned behind_ = 0;
+  clock::time_point last_watch_ = clock::now();
+  std::uint64_t last_taken_ = 0;
 };
 
 } // namespace

@@ -59,4 +59,21 @@ busy_threads count_busy_threads(const graph& g, const plan& p, const topology& t
   return b;
 }
 
+bool resident_under_throughput(const graph& g, const plan& p, const topology& topo, host_capacity host,
+                               std::string& why) {
+  // A farm's replicas stay batched: its dealer feeds each by its measured speed, launch by launch
+  // (farm.hpp), and its measurements were taken so.
+  if (std::any_of(g.stages.begin(), g.stages.end(), [](const auto& s) { return s.kind == stage_kind::dealer; }))
+    return false;
+  const auto b = count_busy_threads(g, p, topo, host);
+  if (b.kernels == 0) return false;
+  const std::size_t host_work = count_host_threads(g, p, topo).total() > 0 ? 1 : 0;
+  const std::size_t spinners = b.kernels + b.batched + (b.application ? 1 : 0) + host_work;
+  if (spinners > host.cores) return false;
+  why = std::to_string(b.kernels) + (b.kernels == 1 ? " kernel on CPU devices stays" : " kernels on CPU devices stay") +
+        " resident: " + std::to_string(spinners) + " busy with the host stages paced on one fit " +
+        std::to_string(host.cores) + " host core" + (host.cores == 1 ? "" : "s");
+  return true;
+}
+
 } // namespace ringpipe::detail

@@ -192,10 +192,16 @@ void planning::choose_objective() {
                        (b.application ? ", 1 application thread)" : ")");
 }
 
-// Throughput: kernels that name no mode run batched and rings get about 1 MiB unless a capacity
-// is given; latency: the user's options as they are, 1,024-slot rings by default.
+// Throughput: kernels that name no mode run batched (where automatic chose it, those on CPU
+// devices stay resident where they fit the cores beside the host stages: resident_under_throughput)
+// and rings get about 1 MiB unless a capacity is given; latency: the user's options as they are,
+// 1,024-slot rings by default.
 void planning::apply_objective() {
   const bool throughput = p.objective == pipeline_objective::throughput;
+  std::string why;
+  const bool cpu_resident = throughput && options.objective == pipeline_objective::automatic &&
+                            resident_under_throughput(g, p, topo, host, why);
+  if (cpu_resident) p.objective_reason += "; " + why;
   for (std::size_t i = 0; i < g.stages.size(); ++i) {
     auto& ps = p.stages[i];
     ps.kernel_opts = g.stages[i].kernel_opts;
@@ -206,6 +212,7 @@ void planning::apply_objective() {
       ps.kernel_opts.mode = kernel_mode::persistent; // waits on its device (a barrier's kernel)
       continue;
     }
+    if (cpu_resident && s.is_kernel() && ps.device && topo[*ps.device].info().type == device_type::cpu) continue;
     if (throughput && g.stages[i].is_kernel() && !ps.kernel_opts.mode) {
       ps.kernel_opts.mode = kernel_mode::batched;
       ps.mode_from_objective = true;

@@ -74,6 +74,12 @@ struct busy_threads {
   std::size_t total() const noexcept { return kernels + batched + runtime_busy + (application ? 1 : 0); }
 };
 busy_threads count_busy_threads(const graph& g, const plan& p, const topology& topo, host_capacity host);
+/// Throughput chosen by automatic: whether kernels on CPU devices that name no mode stay resident
+/// rather than run batched. Host stages pace their sleeps under throughput, so together they take one core's
+/// share rather than a core each: the kernels stay where the CPU devices' kernels, the
+/// application thread and one thread for the host stages (if any) fit the cores. Sets `why`.
+bool resident_under_throughput(const graph& g, const plan& p, const topology& topo, host_capacity host,
+                               std::string& why);
 host_threads count_host_threads(const graph& g, const plan& p, const topology& topo);
 /// "runtime threads asked for: 3 (2 host stages, 1 kernel whose proxy copies its batches)".
 std::string describe_host_threads(std::size_t stages, std::size_t copying_proxies);
