@@ -9,7 +9,10 @@
 
 #include <ringpipe/link.hpp>
 
+#include <ringpipe/occupancy.hpp>
+
 #include <algorithm>
+#include <map>
 
 namespace ringpipe::detail {
 
@@ -59,6 +62,26 @@ busy_threads count_busy_threads(const graph& g, const plan& p, const topology& t
   return b;
 }
 
+namespace {
+// Whether every kernel of automatic mode on a CPU device that can stay resident would go
+// persistent: its pool keeps a worker free beside them. A parked one beside paced host stages did
+// worse than batched (a PoCL pool of one worker: 84-93 against 95-110 M msgs/s).
+bool all_persistent(const graph& g, const plan& p, const topology& topo) {
+  std::map<const occupancy*, std::uint32_t> wanted;
+  for (std::size_t i = 0; i < g.stages.size(); ++i) {
+    const auto& s = g.stages[i];
+    if (!s.is_kernel() || p.stages[i].fused_into || s.kernel_opts.mode) continue;
+    const auto& dev = topo[*p.stages[i].device];
+    if (dev.info().type != device_type::cpu || !dev.info().supports(kernel_mode::persistent)) continue;
+    ++wanted[&dev.budget()];
+  }
+  return std::all_of(wanted.begin(), wanted.end(), [](const auto& w) {
+    const auto free = w.first->budget() - std::min(w.first->budget(), w.first->in_use());
+    return free > w.second;
+  });
+}
+} // namespace
+
 bool resident_under_throughput(const graph& g, const plan& p, const topology& topo, host_capacity host,
                                std::string& why) {
   // A farm's replicas stay batched: its dealer feeds each by its measured speed, launch by launch
@@ -66,7 +89,7 @@ bool resident_under_throughput(const graph& g, const plan& p, const topology& to
   if (std::any_of(g.stages.begin(), g.stages.end(), [](const auto& s) { return s.kind == stage_kind::dealer; }))
     return false;
   const auto b = count_busy_threads(g, p, topo, host);
-  if (b.kernels == 0) return false;
+  if (b.kernels == 0 || !all_persistent(g, p, topo)) return false;
   const std::size_t host_work = count_host_threads(g, p, topo).total() > 0 ? 1 : 0;
   const std::size_t spinners = b.kernels + b.batched + (b.application ? 1 : 0) + host_work;
   if (spinners > host.cores) return false;

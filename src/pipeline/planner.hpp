@@ -77,7 +77,8 @@ busy_threads count_busy_threads(const graph& g, const plan& p, const topology& t
 /// Throughput chosen by automatic: whether kernels on CPU devices that name no mode stay resident
 /// rather than run batched. Host stages pace their sleeps under throughput, so together they take one core's
 /// share rather than a core each: the kernels stay where the CPU devices' kernels, the
-/// application thread and one thread for the host stages (if any) fit the cores. Sets `why`.
+/// application thread and one thread for the host stages (if any) fit the cores and each such
+/// kernel would go persistent (its pool keeps a worker free). Sets `why`. Not for farms.
 bool resident_under_throughput(const graph& g, const plan& p, const topology& topo, host_capacity host,
                                std::string& why);
 host_threads count_host_threads(const graph& g, const plan& p, const topology& topo);
