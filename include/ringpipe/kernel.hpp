@@ -96,8 +96,9 @@ struct kernel_spec {
 struct kernel_options {
   /// Forced mode; by default the best the device and budget allow. A resident map kernel whose
   /// mode is not forced, over rings of at least 4,096 slots, hands its stream to spans (batched
-  /// launches over every compute unit) while its input stays half full, and takes it back when
-  /// the backlog is gone (kernel_stats::handovers). A forced mode is kept as it is.
+  /// launches over every compute unit) while it falls behind (its queue more than 2 ms of its
+  /// rate, its output ring under half full), and takes it back when the backlog is gone
+  /// (kernel_stats::handovers). A forced mode is kept as it is.
   std::optional<kernel_mode> mode;
   /// Work-items in a round's group; 0: for resident launches device_info::round_group (8 on CPU
   /// devices that keep kernels resident, where a round's cost grows with its group, 64
