@@ -3,12 +3,12 @@
 // CPU device a kernel's workers are host threads whatever its mode: a resident kernel spins on
 // one, a batched one runs every batch on them while a stream flows (a rusticl kernel between a
 // source and a sink, uncounted, left the host stages spinning beside llvmpipe's batches:
-// 0.62-0.76x inlet/outlet, 0.90-1.06 counted).
+// 0.62-0.76x inlet/outlet, 0.90-1.06 counted). Also, under throughput, whether kernels on CPU
+// devices stay resident beside host stages that pace their sleeps (resident_under_throughput).
 
 #include "planner.hpp"
 
 #include <ringpipe/link.hpp>
-
 #include <ringpipe/occupancy.hpp>
 
 #include <algorithm>
