@@ -51,6 +51,17 @@ inline auto no_messages() {
 inline topology ci_topology() { return describe({pocl_cpu("cpu0"), pocl_cpu("cpu1"), rusticl_cpu()}); }
 
 // One runtime thread and the CI machine's 2 cores, whatever this host has.
+// inlet -> a -> b -> outlet, kernel a on device `da`, b on `db`.
+inline void two_kernels(pipeline& p, std::size_t da, std::size_t db) {
+  auto in = p.add_inlet<sample>("in");
+  auto a = p.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(da));
+  auto b = p.add_kernel<sample, sample>("b", map_kernel("twice"), on_device(db));
+  auto out = p.add_outlet<sample>("out");
+  p.connect(in.out(), a.in());
+  p.connect(a.out(), b.in());
+  p.connect(b.out(), out.in());
+}
+
 inline runtime_options two_cores() {
   runtime_options o;
   o.threads = 1;
