@@ -2,6 +2,7 @@
 // topologies the test describes (no OpenCL platform needed): kernels that cannot all stay resident
 // on a pool of host threads all prefer parked, and plan() says why.
 
+#include <ringpipe/occupancy.hpp>
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
 
@@ -101,6 +102,23 @@ TEST(Residency, ThroughputLeavesParkingAlone) {
   const auto plan = p.dry_run();
   EXPECT_TRUE(plan.parking_reason.empty()) << plan.parking_reason;
   EXPECT_EQ(plan.find_stage("a")->mode, kernel_mode::batched);
+}
+
+// The room residency and the throughput rule count against: workers that may go persistent and
+// still leave one for parked and batched kernels.
+TEST(Residency, APoolKeepsOneWorkerBesideItsPersistentKernels) {
+  occupancy one("one", 1), three("three", 3);
+  EXPECT_EQ(one.persistent_room(), 0u);
+  EXPECT_FALSE(one.persistent_available());
+  EXPECT_EQ(three.persistent_room(), 2u);
+  auto a = three.try_acquire(kernel_mode::persistent, "a");
+  EXPECT_EQ(three.persistent_room(), 1u);
+  auto b = three.try_acquire(kernel_mode::persistent, "b");
+  EXPECT_EQ(three.persistent_room(), 0u);
+  EXPECT_FALSE(three.persistent_available());
+  b.release();
+  EXPECT_EQ(three.persistent_room(), 1u);
+  EXPECT_TRUE(three.persistent_available());
 }
 
 } // namespace

@@ -56,7 +56,10 @@ public:
 
   /// Whether a kernel may go persistent now and still leave one worker free for parked and
   /// batched kernels (used to choose a mode automatically).
-  bool persistent_available() const;
+  bool persistent_available() const { return persistent_room() > 0; }
+  /// How many more kernels may go persistent now and still leave one worker free (the planner
+  /// counts a pipeline's kernels against it).
+  std::uint32_t persistent_room() const;
 
 private:
   struct holder {

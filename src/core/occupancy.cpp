@@ -29,10 +29,11 @@ std::uint32_t occupancy::persistent_in_use() const {
                                                   [](const holder& h) { return h.mode == kernel_mode::persistent; }));
 }
 
-bool occupancy::persistent_available() const {
+std::uint32_t occupancy::persistent_room() const {
   // Leave one worker for parked and batched kernels, which take turns on it.
   std::lock_guard lock(mutex_);
-  return holders_.size() + 1 < budget_;
+  const auto held = static_cast<std::uint32_t>(holders_.size()) + 1;
+  return budget_ > held ? budget_ - held : 0;
 }
 
 std::string occupancy::persistent_names_locked() const {

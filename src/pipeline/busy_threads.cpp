@@ -63,22 +63,25 @@ busy_threads count_busy_threads(const graph& g, const plan& p, const topology& t
 }
 
 namespace {
-// Whether every kernel of automatic mode on a CPU device that can stay resident would go
-// persistent: its pool keeps a worker free beside them. A parked one beside paced host stages did
-// worse than batched (a PoCL pool of one worker: 84-93 against 95-110 M msgs/s).
+// Whether every kernel on a CPU device that count_busy_threads counts as resident would go
+// persistent: of automatic mode (or forced persistent) on a device that can, within its pool's
+// room (occupancy::persistent_room). A parked one beside paced host stages did worse than batched
+// (a PoCL pool of one worker: 84-93 against 95-110 M msgs/s).
 bool all_persistent(const graph& g, const plan& p, const topology& topo) {
   std::map<const occupancy*, std::uint32_t> wanted;
   for (std::size_t i = 0; i < g.stages.size(); ++i) {
     const auto& s = g.stages[i];
-    if (!s.is_kernel() || p.stages[i].fused_into || s.kernel_opts.mode) continue;
+    if (!s.is_kernel() || p.stages[i].fused_into || s.kernel_opts.mode == kernel_mode::batched) continue;
     const auto& dev = topo[*p.stages[i].device];
-    if (dev.info().type != device_type::cpu || !dev.info().supports(kernel_mode::persistent)) continue;
+    const auto& info = dev.info();
+    if (info.type != device_type::cpu ||
+        (!info.supports(kernel_mode::persistent) && !info.supports(kernel_mode::parked)))
+      continue; // not resident: counted as batched
+    if (s.kernel_opts.mode == kernel_mode::parked || !info.supports(kernel_mode::persistent)) return false;
     ++wanted[&dev.budget()];
   }
-  return std::all_of(wanted.begin(), wanted.end(), [](const auto& w) {
-    const auto free = w.first->budget() - std::min(w.first->budget(), w.first->in_use());
-    return free > w.second;
-  });
+  return std::all_of(wanted.begin(), wanted.end(),
+                     [](const auto& w) { return w.first->persistent_room() >= w.second; });
 }
 } // namespace
 

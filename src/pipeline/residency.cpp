@@ -50,9 +50,9 @@ void park_where_pools_fall_short(const graph& g, const topology& topo, host_capa
   }
   std::string note;
   for (const auto& [name, c] : pools) {
-    // occupancy::persistent_available leaves one worker for parked and batched kernels.
-    const std::uint32_t free = c.pool->budget() - std::min(c.pool->budget(), c.pool->in_use());
-    const std::uint32_t resident = free > c.forced_persistent + 1 ? free - c.forced_persistent - 1 : 0;
+    // occupancy::persistent_room leaves one worker for parked and batched kernels.
+    const std::uint32_t room = c.pool->persistent_room();
+    const std::uint32_t resident = room > c.forced_persistent ? room - c.forced_persistent : 0;
     if (resident == 0 || c.automatic.size() <= resident) continue; // all resident, or all parked anyway
     std::string names, fed;
     for (const auto i : c.automatic) {
