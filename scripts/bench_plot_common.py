@@ -5,28 +5,14 @@ import re
 import statistics
 import textwrap
 
+from bench_runs import family, runs_of
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 BASELINE = dict(color="0.45", linestyle="--")
-
-
-def runs_of(doc):
-    """[(run name, [result, ...])] for the shapes ringpipe-bench and the bench/ files use."""
-    if isinstance(doc, list):
-        return [("", doc)]
-    if "results" in doc:
-        return [("", doc["results"])]
-    out = []
-    for name, run in doc.get("runs", {}).items():
-        out.append((name, run.get("results", []) if isinstance(run, dict) else run))
-    return out
-
-
-def family(run):
-    return re.sub(r"[-_ ]?\d+$", "", run)
 
 
 class Results:

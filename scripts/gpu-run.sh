@@ -10,6 +10,7 @@
 #                                 topics, the busy host cores, and the test suite with the GPU as
 #                                 device under test, until GPU_RUN_SECONDS (540) have passed.
 #                                 Results in OUT: summary.log, info.json, litmus.json, bench.json,
+#                                 targets.md (bench-targets.py of bench.json, where python3 is),
 #                                 tests.tar.gz (one log per test, each run alone). GPU_RUN_STEPS
 #                                 picks steps (default "info litmus bench demo tests");
 #                                 GPU_RUN_ICD_LIB names another driver library (to try the
@@ -122,6 +123,9 @@ EOF
       step "ab new $round" 150 ringpipe-bench --quick --json "$out/ab-new-$round.json" --filter "$filter"
     done
   fi
+  # Where the machine has Python: the open issues' targets as the bench just measured them.
+  [[ $steps == *" bench "* && -s $out/bench.json ]] && command -v python3 > /dev/null &&
+    step targets 20 sh -c "python3 scripts/bench-targets.py '$out/bench.json' | tee '$out/targets.md'"
   [[ $steps == *" demo "* ]] && step demo 30 busy_cores producer_consumer
   [[ $steps == *" tests "* ]] && step tests 240 run_tests "$root" && tar -C "$root/logs" -czf "$out/tests.tar.gz" .
 }
@@ -161,5 +165,5 @@ export -f busy_cores run_tests
 case ${1:-} in
 bundle) bundle ;;
 run) shift && run "$@" ;;
-*) sed -n '2,18p' "$0" && exit 2 ;;
+*) sed -n '2,22p' "$0" && exit 2 ;;
 esac

@@ -9,7 +9,7 @@ packages=(
   pocl-opencl-icd mesa-opencl-icd oclgrind
   libboost-dev googletest libgtest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
-  graphviz doxygen
+  graphviz doxygen python3
 )
 
 missing=()

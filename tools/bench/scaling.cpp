@@ -88,6 +88,18 @@ void resident_rows(bench_context& c, std::size_t n, std::size_t runs, std::size_
   }
 }
 
+/// Whether the devices' sum alone counts the same cores more than once, which efficiency then
+/// cannot reach: two CPU devices of one worker pool, or pools whose workers outnumber the host's
+/// cores (unless told they have cores of their own). A GPU computes on its own.
+bool devices_share_cores(runtime& rt, std::size_t count, bool told_own_cores) {
+  std::vector<const device*> cpus;
+  for (std::size_t d = 0; d < count; ++d)
+    if (rt.device_at(d).info().type == device_type::cpu) cpus.push_back(&rt.device_at(d));
+  if (told_own_cores || cpus.size() < 2) return false;
+  const auto use = cpu_devices_core_use(cpus, rt.host_cores());
+  return use.pools < cpus.size() || use.shared();
+}
+
 } // namespace
 
 void scaling_topic(bench_context& c) {
@@ -111,7 +123,10 @@ void scaling_topic(bench_context& c) {
     parallel_for_report last;
     const double rate = throughput(c.rt, devices, n, runs, &last, c.s.cpu_devices_own_cores);
     result r{"scaling.parallel_for",
-             {{"devices", std::to_string(k)}, {"items", std::to_string(n)}, {"cpu_devices", last.cpu_cores}},
+             {{"devices", std::to_string(k)},
+              {"items", std::to_string(n)},
+              {"cpu_devices", last.cpu_cores},
+              {"cores", devices_share_cores(c.rt, k, c.s.cpu_devices_own_cores) ? "shared" : "own"}},
              {}};
     r.metrics["items_per_s"] = rate;
     r.metrics["sum_alone_items_per_s"] = sum;
