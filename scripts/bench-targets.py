@@ -11,7 +11,8 @@ A table in a document sits between `<!-- targets: FILE ... -->` and `<!-- /targe
 files are named from the repository root. Each file is one configuration (its "machine" entry
 names it, else its file name); every run in it gives one value per target, and a row says the
 range, the median and in how many runs the target was met, since throughput on a shared machine
-moves from run to run. A target a configuration cannot measure says why instead of met or not.
+moves from run to run. Where a target does not apply to a configuration, the row says why
+instead of met or not.
 """
 import json
 import pathlib
@@ -56,8 +57,8 @@ TARGETS = [
 ]
 
 
-def not_measured(name, params):
-    """Why a result does not measure its target, or None."""
+def not_applying(name, params):
+    """Why a result's target does not apply to it, or None."""
     if name == "scaling.parallel_for" and not own_cores(params):
         return "the devices share the host's cores (the sum alone counts them once per device)"
     if params.get("shape") == "one_message_round_trip" and params.get("mode", "persistent") != "persistent":
@@ -85,14 +86,22 @@ def rows_for(name):
     """A file's rows: FILE, or FILE.json:BUILD for one build of a file that compares several."""
     path, _, only = name.partition(".json:")
     path = path + ".json" if only else name
-    doc = json.loads((ROOT / path if not pathlib.Path(path).is_absolute() else pathlib.Path(path)).read_text())
+    file = ROOT / path if not pathlib.Path(path).is_absolute() else pathlib.Path(path)
+    if not file.is_file():
+        sys.exit(f"bench-targets: no result file {path}")
+    doc = json.loads(file.read_text())
     runs = runs_of(doc)
-    builds = [only] if only else list(dict.fromkeys(family(run) for run, _ in runs))
+    builds = list(dict.fromkeys(family(run) for run, _ in runs))
+    if only and only not in builds:
+        sys.exit(f"bench-targets: {path} has no build '{only}' (it has: {', '.join(builds)})")
+    builds = [only] if only else builds
     rows = []
     for build in builds:
         rows += rows_of_build(label_of(path, doc, f"{pathlib.Path(path).stem}: {build}" if only else
                                        build if len(builds) > 1 else ""),
                               [results for run, results in runs if family(run) == build])
+    if not rows:
+        sys.exit(f"bench-targets: {name} holds no result that a target reads")
     return rows
 
 
@@ -106,14 +115,14 @@ def rows_of_build(label, runs):
                 if r.get("name") != name or any(p.get(k) != v for k, v in where.items()) or metric not in r["metrics"]:
                     continue
                 values.append(r["metrics"][metric])
-                why = why or not_measured(name, p)
+                why = why or not_applying(name, p)
         if not values:
             continue
         met = sum(1 for v in values if (v >= threshold if at_least else v <= threshold))
         span = number(min(values), scale, unit) if len(values) == 1 else \
             f"{number(min(values), scale, unit)}-{number(max(values), scale, unit)} " \
             f"({number(statistics.median(values), scale, unit)})"
-        verdict = f"not measured: {why}" if why else \
+        verdict = f"does not apply: {why}" if why else \
             "every run" if met == len(values) else "no run" if met == 0 else f"{met} of {len(values)} runs"
         target = threshold_text(at_least, threshold, scale, unit)
         rows.append((issue, what, target, label, len(values), span, verdict))
