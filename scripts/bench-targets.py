@@ -158,7 +158,9 @@ def rewrite(doc_path, check):
 
 
 def main(argv):
-    if len(argv) == 2 and argv[0] in ("--check", "--write"):
+    if argv in (["--help"], ["-h"]):
+        sys.stdout.write(__doc__)
+    elif len(argv) == 2 and argv[0] in ("--check", "--write"):
         rewrite(argv[1], argv[0] == "--check")
     elif argv and not any(a.startswith("-") for a in argv):
         sys.stdout.write(table(argv))
