@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 using namespace ringpipe;
 using namespace std::chrono_literals;
@@ -82,7 +83,7 @@ mpi::remote_stats one_way(mpi::world& w, std::uint32_t capacity, int link, std::
                           std::chrono::microseconds pause, bool slow_consumer) {
   auto ring = std::make_shared<ring_buffer>(capacity, sizeof(msg), ring_options{"remote-" + std::to_string(link)});
   if (w.rank() == 0) {
-    mpi::remote_sender tx(w, ring, 1, link, o);
+    mpi::remote_sender tx(w, ring, 1, link, std::move(o));
     for (std::uint32_t s = 0; s < count;) {
       const msg m = make_test_message<16>(s);
       const bool pushed = ring->push_n_bytes(&m, 1) == 1;

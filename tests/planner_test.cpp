@@ -219,6 +219,7 @@ TEST_F(PlannerTest, AutomaticPlacementSpreadsAChainOverDevicesWithDirectLinks) {
   pipeline p(rt, opts("chain", false));
   auto src = p.add_source<sample>("src", no_messages());
   std::vector<stage_ref<sample, sample>> ks;
+  ks.reserve(4);
   for (int k = 0; k < 4; ++k)
     ks.push_back(p.add_kernel<sample, sample>("k" + std::to_string(k), map_kernel("twice")));
   auto sink = p.add_sink<sample>("sink", [](const sample&) {});

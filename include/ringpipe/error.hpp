@@ -51,7 +51,7 @@ private:
 /// A kernel program that failed to build; carries the kernel's name and the compiler's log.
 class build_error : public error {
 public:
-  build_error(std::string kernel_name, std::string device_name, std::string log);
+  build_error(std::string kernel_name, const std::string& device_name, std::string log);
   /// The same failure, its message prefixed with where it happened ("pipeline 'p': stage 's'").
   build_error(const build_error& failure, const std::string& context);
   const std::string& kernel_name() const noexcept { return kernel_name_; }

@@ -136,7 +136,7 @@ void throw_opencl_error(int status, const char* where) {
               std::string(opencl_error_name(status)) + " (" + std::to_string(status) + ") in " + where);
 }
 
-build_error::build_error(std::string kernel_name, std::string device_name, std::string log)
+build_error::build_error(std::string kernel_name, const std::string& device_name, std::string log)
     : error(errc::build_failed,
             "kernel '" + kernel_name + "' failed to build for device '" + device_name + "':\n" + log),
       kernel_name_(std::move(kernel_name)), log_(std::move(log)) {}

@@ -26,6 +26,7 @@ std::vector<cl::Platform> all_platforms() {
   if (const cl_int s = clGetPlatformIDs(count, ids.data(), nullptr); s != CL_SUCCESS)
     throw_opencl_error(s, "clGetPlatformIDs");
   std::vector<cl::Platform> platforms;
+  platforms.reserve(ids.size());
   for (auto id : ids)
     platforms.emplace_back(id, true);
   return platforms;
