@@ -50,7 +50,6 @@ inline auto no_messages() {
 // PoCL x2 (one context, shared SVM, one pool of 2 workers) and rusticl (no SVM): the CI machines.
 inline topology ci_topology() { return describe({pocl_cpu("cpu0"), pocl_cpu("cpu1"), rusticl_cpu()}); }
 
-// One runtime thread and the CI machine's 2 cores, whatever this host has.
 // inlet -> a -> b -> outlet, kernel a on device `da`, b on `db`.
 inline void two_kernels(pipeline& p, std::size_t da, std::size_t db) {
   auto in = p.add_inlet<sample>("in");
@@ -62,6 +61,7 @@ inline void two_kernels(pipeline& p, std::size_t da, std::size_t db) {
   p.connect(b.out(), out.in());
 }
 
+// One runtime thread and the CI machine's 2 cores, whatever this host has.
 inline runtime_options two_cores() {
   runtime_options o;
   o.threads = 1;

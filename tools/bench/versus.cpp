@@ -228,8 +228,8 @@ round_trip_times round_trips(runtime& rt, const device& dev, std::uint32_t sampl
         throw std::runtime_error("versus: ringpipe lost a ping");
       ours.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count());
     }
-    for (const auto& s : p.metrics().stages)
-      if (s.name == "k") ran_as = s.mode;
+    const auto m = p.metrics();
+    if (const auto* k = m.stage("k")) ran_as = k->mode;
     push.close();
     p.wait(60s);
   }
