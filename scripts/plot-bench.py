@@ -103,6 +103,11 @@ def plot_versus(res, path, title):
         vals = [res.series("versus", "shape", "ratio", {"shape": s}, fam).get(s) for s in shapes]
         if any(vals):
             series.append((res.labels.get(fam, fam) or "ringpipe", vals, dict(color=f"C{i}")))
+        # The stream shapes driven in place (ring windows) as well as through push_n/pop_n.
+        in_place = [res.series("versus", "shape", "windows_ratio", {"shape": s}, fam).get(s) for s in shapes]
+        if any(in_place):
+            label = (res.labels.get(fam, fam) or "ringpipe") + ", in place (ring windows)"
+            series.append((label, in_place, dict(color=f"C{i}", alpha=0.45, hatch="//")))
     bars(ax, [s.replace("_", " ") for s in shapes], series, "ringpipe ÷ baseline (× better when > 1)", log=True)
     ax.axhline(1.0, **BASELINE, label="even with the baseline")
     ax.axhline(0.9, color="C3", linestyle=":", label="target 0.9× (throughput; round trip: 50×)")

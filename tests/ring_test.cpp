@@ -281,35 +281,32 @@ TEST(Ring, WindowsStopAtTheSlotArraysEndAndMoveNothingUntilCommitted) {
   EXPECT_EQ(b.read_window(8).size(), 0u);
 }
 
-// A producer writing windows and a consumer reading them, across the 32-bit wrap: exactly once,
-// in order.
+// A producer writing windows and a consumer reading them in place through ring<T>'s typed
+// windows, across the 32-bit wrap: exactly once, in order.
 TEST(Ring, WindowsPassEveryMessageOnceInOrder) {
   ring<msg> r(64, {"windows", 0xffffffffu - 3000});
   constexpr std::uint32_t count = 200'000;
   std::thread producer([&] {
     std::uint32_t next = 0;
     while (next < count) {
-      const auto w = r.buffer().write_window(std::min<std::uint32_t>(count - next, 24));
-      const auto n = static_cast<std::uint32_t>(w.size() / sizeof(msg));
-      for (std::uint32_t i = 0; i < n; ++i, ++next)
-        put(w.data() + i * sizeof(msg), {next, check_of(next)});
-      r.buffer().commit_push(n);
-      if (n == 0) std::this_thread::yield();
+      const std::span<msg> w = r.write_window(std::min<std::uint32_t>(count - next, 24));
+      for (auto& m : w)
+        m = {next, check_of(next)}, ++next;
+      r.commit_push(w.size());
+      if (w.empty()) std::this_thread::yield();
     }
     r.close();
   });
   std::uint32_t expected = 0;
-  while (!r.buffer().drained()) {
-    const auto rd = r.buffer().read_window(17);
-    const auto n = rd.size() / sizeof(msg);
-    for (std::size_t i = 0; i < n; ++i, ++expected) {
-      msg m{};
-      std::memcpy(&m, rd.data() + i * sizeof(msg), sizeof(m));
+  while (!r.drained()) {
+    const std::span<const msg> rd = r.read_window(17);
+    for (const auto& m : rd) {
       ASSERT_EQ(m.seq, expected) << "lost, duplicated or reordered";
       ASSERT_EQ(m.check, check_of(expected));
+      ++expected;
     }
-    r.buffer().drop_n(n);
-    if (n == 0) std::this_thread::yield();
+    r.drop_n(rd.size());
+    if (rd.empty()) std::this_thread::yield();
   }
   producer.join();
   EXPECT_EQ(expected, count);

@@ -219,6 +219,11 @@ public:
   /// Returns how many were pushed: all of them, or fewer with `ec` set to errc::timeout or
   /// errc::cancelled.
   std::size_t push_all(std::span<const T> ms, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  /// Up to `max` free slots after the head that lie in one piece (fewer at the end of the slot
+  /// array, none when the ring is full), to be written in place; commit_push(n) then publishes the
+  /// first n. Saves push_n's copy: messages are made where the consumer reads them.
+  std::span<T> write_window(std::size_t max) noexcept { return typed<T>(buffer_->write_window(max)); }
+  void commit_push(std::size_t n) noexcept { buffer_->commit_push(n); }
   void close() noexcept { buffer_->close(); }
 
   // --- consumer side ---
@@ -232,6 +237,10 @@ public:
   /// Waits as push_all() does until at least one message is there, then pops up to ms.size().
   /// Returns 0 at the end of the stream, or with `ec` set to errc::timeout or errc::cancelled.
   std::size_t pop_some(std::span<T> ms, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  /// Up to `max` queued messages from the tail that lie in one piece, to be read in place: they
+  /// stay valid until drop_n(k) gives the first k slots back. Saves pop_n's copy.
+  std::span<const T> read_window(std::size_t max) noexcept { return typed<const T>(buffer_->read_window(max)); }
+  void drop_n(std::size_t n) noexcept { buffer_->drop_n(n); }
   bool drained() noexcept { return buffer_->drained(); }
 
   std::uint32_t size() const noexcept { return buffer_->size(); }
@@ -243,6 +252,12 @@ public:
   const std::shared_ptr<ring_buffer>& shared_buffer() const noexcept { return buffer_; }
 
 private:
+  // A slot holds one T (sizeof(T) bytes) and slots start on a 64-byte boundary: a run of slots is
+  // an array of T.
+  template <class U, class Byte> static std::span<U> typed(std::span<Byte> bytes) noexcept {
+    static_assert(alignof(T) <= 64, "ring slots are aligned to 64 bytes");
+    return {reinterpret_cast<U*>(bytes.data()), bytes.size() / sizeof(T)};
+  }
   std::shared_ptr<ring_buffer> buffer_;
 };
 

@@ -102,10 +102,13 @@ template <std::size_t N> double handwritten_stream(const std::vector<const devic
 }
 
 // ringpipe for the same chain: inlet -> test_map on each device -> outlet, driven from this
-// thread as tests drive it (testing::stream_test_messages: runs of 256, a backoff when idle).
+// thread as tests drive it (testing::stream_test_messages: runs of 256, a backoff when idle),
+// through push_n/pop_n of its own arrays or in place in the rings' windows (as the hand-written
+// program makes and checks its messages in its mapped buffers).
 template <std::size_t N>
 double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, std::uint32_t count, const settings& s,
-                       pipeline_objective objective = pipeline_objective::automatic) {
+                       pipeline_objective objective = pipeline_objective::automatic,
+                       testing::stream_form form = testing::stream_form::copies) {
   using msg = test_message<N>;
   pipeline_options options;
   options.name = "versus";
@@ -124,7 +127,7 @@ double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, s
   p.connect(last, out.in());
   p.start();
   const auto o = testing::stream_test_messages<N>(p, "in", "out", count, static_cast<int>(devices.size()),
-                                                  std::chrono::minutes(10));
+                                                  std::chrono::minutes(10), 256, form);
   if (o.received != count || o.wrong != 0)
     throw std::runtime_error("versus: ringpipe delivered " + std::to_string(o.received) + " of " +
                              std::to_string(count) + " messages, " + std::to_string(o.wrong) + " wrong");
@@ -267,13 +270,20 @@ int rounds(const bench_context& c) { return c.s.quick ? 2 : 4; }
 template <std::size_t N>
 void stream_shape(bench_context& c, const char* shape, const std::vector<const device*>& devices, std::uint32_t count,
                   pipeline_objective objective = pipeline_objective::automatic) {
-  // Alternated, so that both see the same machine: hand-written, ringpipe, hand-written, ...
-  double ours = 0, theirs = 0;
+  // Alternated, so that all see the same machine: hand-written, ringpipe (copies, windows), ...
+  double ours = 0, in_place = 0, theirs = 0;
   for (int round = 0; round < rounds(c); ++round) {
     theirs = std::max(theirs, handwritten_stream<N>(devices, count));
     ours = std::max(ours, ringpipe_stream<N>(c.rt, devices, count, c.s, objective));
+    in_place =
+        std::max(in_place, ringpipe_stream<N>(c.rt, devices, count, c.s, objective, testing::stream_form::windows));
   }
   record(c, shape, N, devices.size(), {"ringpipe_msgs_per_s", ours}, {"handwritten_msgs_per_s", theirs}, ours / theirs);
+  auto& r = c.results.back();
+  r.metrics["ringpipe_windows_msgs_per_s"] = in_place;
+  r.metrics["windows_ratio"] = in_place / theirs;
+  std::cerr << "  versus " << std::left << std::setw(42) << (std::string(shape) + ", in place")
+            << "ringpipe_msgs_per_s " << std::setw(12) << in_place << "windows_ratio " << in_place / theirs << "\n";
 }
 
 } // namespace
