@@ -14,7 +14,7 @@ def plot_farm(res, path, title):
         return v or None
 
     fams = res.families
-    names = {"before": "before (farms dealt in turn)", "after": "after (least loaded by default)", **res.labels}
+    names = res.labels
     bars(a, [names.get(f, f) for f in fams], [("static: in turn, left where dealt", [col("work_stealing.farm", "static_s", f) for f in fams],
                     dict(color="0.6")),
                    ("in turn, stealing", [col("work_stealing.farm", "in_turn_stealing_s", f) or

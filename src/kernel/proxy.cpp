@@ -134,6 +134,7 @@ void kernel_proxy::set_launch_gate(std::shared_ptr<launch_gate> gate) {
 }
 
 poll_result kernel_proxy::step() {
+  const defer_wakes on_this_thread; // the neighbours a completed batch wakes run here next
   if (finished_.load(std::memory_order_acquire)) return poll_result::done;
   if (reaping_) {
     // After a failure: the launch must return before its worker and memory are given back.
