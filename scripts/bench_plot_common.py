@@ -98,10 +98,12 @@ def sizes_axis(ax, xlabel="message size"):
     ax.set_xlabel(xlabel)
 
 
-def finish(fig, ax_list, path, title):
+def finish(fig, ax_list, path, title, legend_below=False):
     for ax in ax_list:
         handles = ax.get_legend_handles_labels()[0]
-        if len(handles) > 6:  # beside the plot, not over it
+        if legend_below and handles:  # long labels: under the plot, where they cover nothing
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
+        elif len(handles) > 6:  # beside the plot, not over it
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         elif handles:
             ax.legend(fontsize=7)

@@ -235,9 +235,10 @@ def plot_barrier(res, path, title):
 
 
 def plot_scaling(res, path, title):
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    # One colour per build where a file compares builds (its families), named by its labels.
+    # One colour per build where a file compares builds (its families), named by its labels; their
+    # legends go under the plots (taller figure), where the long labels cover no bar.
     fams = res.families if len(res.families) > 1 else [None]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4 + 1.2 * (len(fams) > 1)))
     tag = lambda fam: f" [{res.labels.get(fam, fam)}]" if fam else ""
     devs = res.values("scaling.parallel_for", "devices")
     col = lambda fam, metric: [res.series("scaling.parallel_for", "devices", metric, None, fam).get(d) for d in devs]
@@ -246,8 +247,6 @@ def plot_scaling(res, path, title):
                 dict(color=f"{0.45 + 0.2 * i:.2f}")) for i, fam in enumerate(fams)]
     bars(a, devs, series, "items per second")
     a.set_xlabel("devices")
-    if len(fams) > 1:
-        a.set_ylim(0, a.get_ylim()[1] * 1.6)  # room for the longer legend above the bars
     efficiency = "\n".join(
         (res.labels.get(fam, fam) + ": " if fam else "") + ", ".join(
             f"{statistics.median(v):.2f}" for v in res.series("scaling.parallel_for", "devices", "efficiency", None,
@@ -269,9 +268,10 @@ def plot_scaling(res, path, title):
                     dict(color=f"{0.45 + 0.2 * i:.2f}")) for i, fam in enumerate(fams)]
         bars(b, devs, series, "items per second")
         b.set_xlabel("devices")
-        b.set_ylim(0, b.get_ylim()[1] * (1.6 if len(fams) > 1 else 1.3))  # room for the legend above the bars
+        if len(fams) == 1:
+            b.set_ylim(0, b.get_ylim()[1] * 1.3)  # room for the legend above the bars
         b.set_title("a light kernel run after run (block partition)", fontsize=9)
-    finish(fig, (a, b), path, title)
+    finish(fig, (a, b), path, title, legend_below=len(fams) > 1)
 
 
 def plot_replica_exchange(res, path, title):

@@ -1,8 +1,10 @@
 // The dynamic partition's chunk sizes, without devices: small measuring chunks until every speed
 // is known, then guided shares by measured speed (a device ten times slower gets a tenth), pools
-// of devices on the same cores counted once, failed devices left out, and the bounds; static
-// ranges launched as rounded chunks and their rest.
+// of devices on the same cores counted once, failed devices left out, and the bounds; speeds
+// taken over a run's big chunks as well as its last small ones; a pool's idle device measured
+// again after runs that double; static ranges launched as rounded chunks and their rest.
 #include "../src/coord/chunk_sizing.hpp"
+#include "../src/coord/idle_remeasure.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +12,7 @@ namespace {
 
 using ringpipe::dynamic_partition;
 using ringpipe::detail::dynamic_chunk_size;
+using ringpipe::detail::idle_remeasure;
 using ringpipe::detail::lane_speed;
 using ringpipe::detail::speed_record;
 
@@ -77,6 +80,22 @@ TEST(SpeedRecord, SmallChunksAtTheEndDoNotMakeAFastDeviceLookSlow) {
   EXPECT_LE(fast.chunks(), 40u);
 }
 
+TEST(SpeedRecord, ARunsLastChunksDoNotDropItsBigOnes) {
+  // One run's chunks on one device as parallel_for handed them out (rusticl, 4 Mi items over three
+  // devices sharing two cores): measuring chunks, then guided ones halving down to min_chunk, and
+  // the rest. The device does 25 M items/s and pays 0.4 ms a launch (llvmpipe compiles at each).
+  const double rate = 25e6, launch = 0.4e-3;
+  speed_record r;
+  for (std::size_t items :
+       {262144, 262144, 1648896, 824448, 412224, 206112, 103040, 51520, 25760, 12896, 6432, 4096, 2368})
+    r.add(items, launch + static_cast<double>(items) / rate, 5);
+  // A speed from the five smallest (what was left when each chunk held about as many items as
+  // all the newer together) read about half of it, 11-13 M items/s: near a PoCL device of 10 M, and
+  // below it in some runs, which then gave that device every later run of the kernel.
+  EXPECT_GT(r.items_per_second(), 0.9 * rate);
+  EXPECT_LE(r.chunks(), 40u);
+}
+
 TEST(SpeedRecord, AFirstChunkSlowedByACompileCountsOnlyUntilTheSecond) {
   speed_record r;
   r.add(352, 0.250, 5); // compiled at its first launch (PoCL, cold cache)
@@ -95,9 +114,65 @@ TEST(SpeedRecord, ItemsOverSecondsOfTheWindow) {
   r.add(1000, 1.0, 2);
   r.add(1000, 1.0, 2);
   EXPECT_DOUBLE_EQ(r.items_per_second(), 1000.0);
-  r.add(1000, 0.25, 2); // the first falls out: the newer two hold as many items
+  r.add(1000, 0.25, 2); // the first falls out: the newer two hold twice its items
   EXPECT_EQ(r.chunks(), 2u);
   EXPECT_DOUBLE_EQ(r.items_per_second(), 2000.0 / 1.25);
+}
+
+TEST(IdleRemeasure, AnIdleDeviceRecordedSlowerMeasuresAgainAfterWaitsThatDouble) {
+  idle_remeasure m;
+  const std::size_t dev = 3;
+  const double fastest = 10, recorded = 7;
+  m.ended(dev, 2, false); // a run that measured it: it ran
+  EXPECT_FALSE(m.due(dev, recorded, fastest));
+  // Each measuring chunk that leaves it slower doubles the runs it then waits idle: 1, 2, 4, ...
+  std::size_t measured = 0;
+  std::vector<std::size_t> idle_before;
+  std::size_t idle = 0;
+  for (int run = 0; run < 400; ++run) {
+    if (m.due(dev, recorded, fastest)) {
+      idle_before.push_back(idle);
+      ++measured;
+      idle = 0;
+      m.ended(dev, 1, true); // its measuring chunk only
+    } else {
+      ++idle;
+      m.ended(dev, 0, false);
+    }
+  }
+  const std::vector<std::size_t> expected = {1, 2, 4, 8, 16, 32, 64, 64, 64};
+  ASSERT_GE(idle_before.size(), expected.size());
+  EXPECT_EQ(std::vector<std::size_t>(idle_before.begin(), idle_before.begin() + 9), expected);
+  EXPECT_LE(measured, 400u / idle_remeasure::longest_wait + 7);
+  // Once it runs (its measuring chunk made it the fastest), the wait starts again at one run.
+  m.ended(dev, 5, true);
+  EXPECT_FALSE(m.due(dev, recorded, fastest));
+  m.ended(dev, 0, false);
+  EXPECT_TRUE(m.due(dev, recorded, fastest));
+}
+
+TEST(IdleRemeasure, NotTheFastestNorOneFarBehind) {
+  idle_remeasure m;
+  m.ended(0, 0, false);
+  m.ended(1, 0, false);
+  EXPECT_FALSE(m.due(0, 10, 10));  // the pool's fastest runs and is measured as it runs
+  EXPECT_FALSE(m.due(1, 4.9, 10)); // under half the fastest: not worth a measuring chunk
+  EXPECT_TRUE(m.due(1, 5, 10));
+  EXPECT_FALSE(m.due(2, 7, 10)); // never ended a run here: measured at its start
+}
+
+TEST(IdleRemeasure, AtMostOneDeviceOfAPoolAndNoneAloneInItsPool) {
+  idle_remeasure m;
+  for (std::size_t d = 0; d < 6; ++d)
+    m.ended(d, 0, false);
+  // Pool "cpu": devices 0 (fastest), 1 and 2 (both due); device 3 not yet measured; pool "gpu":
+  // device 4 alone; device 5 of "cpu" failed.
+  const std::vector<lane_speed> lanes = {{"cpu", 10, true, true, 0}, {"cpu", 8, true, true, 1},
+                                         {"cpu", 9, true, true, 2},  {"cpu", 1, false, true, 3},
+                                         {"gpu", 3, true, true, 4},  {"cpu", 20, true, false, 5}};
+  EXPECT_EQ(m.choose(lanes), std::vector<std::size_t>{1});
+  m.ended(1, 1, true);
+  EXPECT_EQ(m.choose(lanes), std::vector<std::size_t>{2}); // device 1 now waits two runs
 }
 
 } // namespace

@@ -17,14 +17,15 @@ struct lane_speed {
   double rate = 1;    ///< items per second (measured, or the prior)
   bool known = false; ///< measured by enough chunks
   bool alive = true;
+  std::size_t device = 0; ///< its index in the topology
 };
 
 /// A device's recent chunks and the speed they show: their items over their seconds, so that a
 /// chunk counts by its size. Each chunk pays a fixed cost (enqueue, wake-up, completion callback);
 /// a median of per-chunk speeds let the small chunks at a run's end, where that cost dominates,
 /// make a fast device look slower than one measured on big chunks only. The last `window` chunks
-/// are kept, and older ones while they hold more items than all the newer ones together (at most
-/// eight times `window` in all). A device's first chunk is its warm-up: it pays the kernel's compile
+/// are kept, and older ones until the newer ones together hold twice their items (at most eight
+/// times `window` in all). A device's first chunk is its warm-up: it pays the kernel's compile
 /// (PoCL and llvmpipe compile at the first launch; 250 ms against 1 ms with a cold cache) and
 /// first-touch page faults, so it stands for the speed only until a second chunk has ended.
 class speed_record {
@@ -36,6 +37,12 @@ public:
   std::size_t chunks() const { return chunks_.size(); }
   /// Chunks ended on the device, the warm-up included.
   std::size_t ended() const { return ended_; }
+  /// Drops the chunks the speed is taken from: the next one gives it alone (idle_remeasure.hpp).
+  void forget() {
+    chunks_.clear();
+    items_ = 0;
+    seconds_ = 0;
+  }
 
 private:
   struct chunk {

@@ -39,6 +39,7 @@ struct lane_state {
   std::deque<index_range> own;  // static partitions: its ranges not yet handed out
   std::vector<cl::Event> setup; // whole-input writes, ended with its first chunk
   parallel_device_stats stats;
+  bool remeasured = false; // dynamic: its first chunk measures it anew (idle_remeasure.hpp)
   bool alive() const { return failure.empty(); }
 };
 
@@ -56,10 +57,11 @@ public:
     while (done_ < n_) {
       hand_out();
       if (std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.alive() || l.in_flight; }))
-        fail_all_devices();
+        fail_run("every device failed, ");
       const bool idle =
           std::none_of(lanes_.begin(), lanes_.end(), [](const lane_state& l) { return l.in_flight != 0; });
-      if (idle && !returned_.empty()) fail_stranded();
+      // Chunks handed back that no device left reaches: their data lives on failed devices.
+      if (idle && !returned_.empty()) fail_run(memory_->where(returned_.front()) + " is reached by no device left; ");
       if (idle)
         throw error(errc::invalid_argument, what() + ": " + std::to_string(n_ - done_) +
                                                 " indices left that no device can take (a scheduler fault)");
@@ -116,7 +118,9 @@ private:
   }
   /// Whether lane `l`'s speed is known: from two chunks, so that one slow first chunk (a compile,
   /// a page-in) does not mark it slow for good (speed_record counts it only until the second).
-  bool known(std::size_t l) const { return speed_of(l).ended() >= 2; }
+  bool known(std::size_t l) const {
+    return speed_of(l).ended() >= 2 && !(lanes_[l].remeasured && lanes_[l].stats.chunks == 0);
+  }
   const speed_record& speed_of(std::size_t l) const { return speeds_.speed[lanes_[l].dev->index()]; }
   bool all_known() const {
     for (std::size_t k = 0; k < lanes_.size(); ++k)
@@ -145,24 +149,11 @@ private:
     return d ? std::max<std::size_t>(1, d->in_flight) : 2;
   }
 
-  /// The last run's, refilled, where it fits and nothing of its run holds it any more (a run
-  /// that timed out leaves commands that do); else new, kept for the next run.
-  std::shared_ptr<run_memory> host_array_memory() {
-    auto& kept = speeds_.kept_memory;
-    if (kept && kept.use_count() == 1 && kept->fits(speeds_.lanes, args_, n_)) {
-      kept->refill(args_);
-      return kept;
-    }
-    kept.reset(); // its memory goes before the new run's is allocated
-    kept = std::make_shared<run_memory>(speeds_.lanes, args_, n_, what());
-    return kept;
-  }
-
   void set_up() {
     if (split_run_)
       memory_ = std::make_shared<split_memory>(speeds_.lanes, args_);
     else
-      memory_ = host_array_memory();
+      memory_ = host_array_memory(speeds_, args_, n_, what());
     std::vector<std::vector<index_range>> own = memory_->owned();
     if (own.empty() && !std::holds_alternative<dynamic_partition>(partition_))
       own = split(partition_, n_, speeds_.lanes.size());
@@ -190,6 +181,9 @@ private:
       s.free_at = start_;
       lanes_.push_back(std::move(s));
     }
+    if (std::holds_alternative<dynamic_partition>(partition_))
+      for (std::size_t l : speeds_.remeasure.choose(lane_speeds()))
+        lanes_[l].remeasured = true;
   }
 
   /// One pool: CPU devices sharing the host's cores (parallel_kernel decided), else PoCL's workers.
@@ -210,11 +204,14 @@ private:
     return ratios.empty() ? cu : cu * median(ratios);
   }
 
-  std::size_t dynamic_chunk(std::size_t l, const dynamic_partition& d) const {
+  std::vector<lane_speed> lane_speeds() const {
     std::vector<lane_speed> speeds;
     for (std::size_t k = 0; k < lanes_.size(); ++k)
-      speeds.push_back({lanes_[k].pool, rate(k), known(k), lanes_[k].alive()});
-    return dynamic_chunk_size(speeds, l, n_, n_ - next_, d, window(), lanes_[l].local);
+      speeds.push_back({lanes_[k].pool, rate(k), known(k), lanes_[k].alive(), lanes_[k].dev->index()});
+    return speeds;
+  }
+  std::size_t dynamic_chunk(std::size_t l, const dynamic_partition& d) const {
+    return dynamic_chunk_size(lane_speeds(), l, n_, n_ - next_, d, window(), lanes_[l].local);
   }
 
   bool next_range(std::size_t l, index_range& r) {
@@ -321,7 +318,9 @@ private:
     s.stats.busy_seconds += seconds;
     if (seconds > 0) {
       const auto* d = std::get_if<dynamic_partition>(&partition_);
-      speeds_.speed[s.dev->index()].add(c.range.size(), seconds, d ? d->speed_window : 5);
+      auto& record = speeds_.speed[s.dev->index()];
+      if (s.remeasured && s.stats.chunks == 1) record.forget(); // measured anew from this chunk
+      record.add(c.range.size(), seconds, d ? d->speed_window : 5);
     }
   }
 
@@ -335,22 +334,13 @@ private:
                                    (busy.empty() ? "" : "; still running: " + busy) + ")");
   }
 
-  /// Chunks were handed back that no device left can reach (their data lives on failed devices).
-  [[noreturn]] void fail_stranded() const {
+  /// `how` the run cannot go on, then what is not done and why each failed device failed.
+  [[noreturn]] void fail_run(const std::string& how) const {
     std::string why;
     for (const auto& s : lanes_)
       if (!s.alive()) why += "\n  " + s.dev->label() + ": " + s.failure;
-    throw error(errc::device_failed, what() + ": " + memory_->where(returned_.front()) +
-                                         " is reached by no device left; " + std::to_string(n_ - done_) + " of " +
-                                         std::to_string(n_) + " indices not done:" + why);
-  }
-
-  [[noreturn]] void fail_all_devices() const {
-    std::string why;
-    for (const auto& s : lanes_)
-      why += "\n  " + s.dev->label() + ": " + s.failure;
-    throw error(errc::device_failed, what() + ": every device failed, " + std::to_string(n_ - done_) + " of " +
-                                         std::to_string(n_) + " indices not done:" + why);
+    throw error(errc::device_failed, what() + ": " + how + std::to_string(n_ - done_) + " of " + std::to_string(n_) +
+                                         " indices not done:" + why);
   }
 
   parallel_for_report report() {
@@ -367,6 +357,8 @@ private:
     for (const auto& s : lanes_) {
       r.devices.push_back(s.stats);
       r.devices.back().items_per_second = speeds_.speed[s.dev->index()].items_per_second();
+      if (std::holds_alternative<dynamic_partition>(partition_))
+        speeds_.remeasure.ended(s.dev->index(), s.stats.chunks, s.remeasured);
     }
     r.chunks = std::move(records_);
     return r;

@@ -2,6 +2,7 @@
 // small helpers of the scheduler.
 #include "chunk_events.hpp"
 #include "chunk_sizing.hpp"
+#include "parallel_memory.hpp"
 #include "parallel_run.hpp"
 
 #include <algorithm>
@@ -70,18 +71,30 @@ std::size_t dynamic_chunk_size(const std::vector<lane_speed>& lanes, std::size_t
   return std::min(whole, std::max(local, size / local * local));
 }
 
-void speed_record::add(std::size_t items, double seconds, std::size_t window) {
-  if (ended_++ == 1) { // the warm-up chunk gives way to the first that measures
-    chunks_.clear();
-    items_ = 0;
-    seconds_ = 0;
+std::shared_ptr<run_memory> host_array_memory(parallel_speeds& speeds, const std::vector<parallel_arg>& args,
+                                              std::size_t n, const std::string& what) {
+  auto& kept = speeds.kept_memory;
+  if (kept && kept.use_count() == 1 && kept->fits(speeds.lanes, args, n)) {
+    kept->refill(args);
+    return kept;
   }
+  kept.reset(); // its memory goes before the new run's is allocated
+  kept = std::make_shared<run_memory>(speeds.lanes, args, n, what);
+  return kept;
+}
+
+void speed_record::add(std::size_t items, double seconds, std::size_t window) {
+  if (ended_++ == 1) forget(); // the warm-up chunk gives way to the first that measures
   chunks_.push_back({items, seconds});
   items_ += items;
   seconds_ += seconds;
   window = std::max<std::size_t>(1, window);
+  // The oldest goes once the newer hold twice its items. At a run's end the guided chunks halve
+  // down to min_chunk, so each one holds about as many items as all the newer together: with
+  // "as many" instead of "twice", the run's last chunk dropped every big one in a cascade, and the
+  // speed came from the five smallest, where a launch's fixed cost is most of a chunk's time.
   while (chunks_.size() > window &&
-         (items_ - chunks_.front().items >= chunks_.front().items || chunks_.size() > 8 * window)) {
+         (items_ - chunks_.front().items >= 2 * chunks_.front().items || chunks_.size() > 8 * window)) {
     items_ -= chunks_.front().items;
     seconds_ -= chunks_.front().seconds;
     chunks_.pop_front();

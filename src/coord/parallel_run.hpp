@@ -3,6 +3,7 @@
 
 #include "../core/transfer_service.hpp"
 #include "chunk_sizing.hpp"
+#include "idle_remeasure.hpp"
 
 #include <ringpipe/parallel_for.hpp>
 
@@ -29,12 +30,18 @@ struct parallel_speeds {
   std::vector<cl::CommandQueue> queues;      // per lane, made by the first run
   std::vector<cl::Kernel> kernels;           // per lane; a run sets every argument before its first chunk
   std::map<std::size_t, speed_record> speed; // per device index
+  idle_remeasure remeasure;                  // when a pool's idle devices measure again
   /// Whether its CPU devices share the host's cores, and why (parallel_for_report::cpu_cores).
   std::string cpu_cores;
   /// Reused by the next run of the same sizes once no command of its run holds it.
   std::shared_ptr<run_memory> kept_memory;
 };
 
+/// The last run's host-array memory (`speeds.kept_memory`), refilled, where it fits and nothing of
+/// its run holds it any more (a run that timed out leaves commands that do); else new, kept for
+/// the next run.
+std::shared_ptr<run_memory> host_array_memory(parallel_speeds& speeds, const std::vector<parallel_arg>& args,
+                                              std::size_t n, const std::string& what);
 /// A power of two up to 64 on CPUs (256 elsewhere) that the kernel allows on the device: dynamic
 /// chunks are multiples of it.
 std::size_t chunk_work_group_size(const cl::Kernel& kernel, const device& dev);
