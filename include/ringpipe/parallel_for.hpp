@@ -184,7 +184,8 @@ struct parallel_speeds; // what a parallel_kernel learnt about its devices, kept
 } // namespace detail
 
 /// A kernel built for the devices of a run, and the speeds it learnt there; run() it as often as
-/// needed (each run's chunks are sized by what the earlier ones measured).
+/// needed (each run's chunks are sized by what the earlier ones measured; a device its pool left
+/// idle is measured again now and then, so that one slow measurement does not keep it out).
 class parallel_kernel {
 public:
   parallel_kernel(runtime& rt, kernel_source source, parallel_for_options options = {});
