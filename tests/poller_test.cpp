@@ -1,5 +1,5 @@
 // The actor runtime's one polling loop, stepped by hand on a manual executor: no threads, no
-// sleeps, and time that moves only when the test says.
+// sleeps, and time that moves only when the test says; and when a waiter spins at all.
 
 #include "../src/actor/poller.hpp"
 #include "manual_executor.hpp"
@@ -16,6 +16,20 @@ using ringpipe::testing::manual_executor;
 using namespace std::chrono_literals;
 
 namespace {
+
+// A waiter spins only while the thread it waits for can run beside it: not on a process bound
+// to one CPU (two MPI ranks on two cores), nor while busy pollers take the other CPUs.
+TEST(Backoff, SpinsOnlyWhileTheThreadItWaitsForHasACpuOfItsOwn) {
+  EXPECT_TRUE(spinning_helps(2, 0));
+  EXPECT_FALSE(spinning_helps(1, 0));
+  EXPECT_FALSE(spinning_helps(2, 1));
+  EXPECT_TRUE(spinning_helps(4, 2));
+  auto& pollers = busy_pollers();
+  EXPECT_EQ(ringpipe::backoff().spins(), usable_cpus() > 1);
+  pollers += usable_cpus();
+  EXPECT_FALSE(ringpipe::backoff().spins());
+  pollers -= usable_cpus();
+}
 
 struct PollerTest : ::testing::Test {
   std::shared_ptr<manual_executor> ex = std::make_shared<manual_executor>();

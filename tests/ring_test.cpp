@@ -1,4 +1,3 @@
-#include <ringpipe/backoff.hpp>
 #include <ringpipe/ring.hpp>
 
 #include "device_fixture.hpp"
@@ -40,21 +39,6 @@ void stream_between_threads(ring<msg>& r, std::uint32_t count) {
   EXPECT_TRUE(r.drained());
   EXPECT_EQ(r.buffer().pushed(), count);
   EXPECT_EQ(r.buffer().popped(), count);
-}
-
-// A waiter spins only while the thread it waits for can run beside it: not on a process bound
-// to one CPU (two MPI ranks on two cores), nor while busy pollers take the other CPUs.
-TEST(Backoff, SpinsOnlyWhileTheThreadItWaitsForHasACpuOfItsOwn) {
-  using ringpipe::detail::spinning_helps;
-  EXPECT_TRUE(spinning_helps(2, 0));
-  EXPECT_FALSE(spinning_helps(1, 0));
-  EXPECT_FALSE(spinning_helps(2, 1));
-  EXPECT_TRUE(spinning_helps(4, 2));
-  auto& pollers = ringpipe::detail::busy_pollers();
-  EXPECT_EQ(ringpipe::backoff().spins(), ringpipe::detail::usable_cpus() > 1);
-  pollers += ringpipe::detail::usable_cpus();
-  EXPECT_FALSE(ringpipe::backoff().spins());
-  pollers -= ringpipe::detail::usable_cpus();
 }
 
 TEST(Ring, RefusesCapacityThatIsNotAPowerOfTwo) {
