@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace ringpipe::detail {
