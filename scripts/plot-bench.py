@@ -254,10 +254,15 @@ def plot_scaling(res, path, title):
     a.set_title("parallel_for over devices, efficiency by devices\n" + efficiency, fontsize=9)
     farm = res.named("work_stealing.farm")
     if farm:
-        m = farm[0][1]["metrics"]
-        b.bar(["static dealing", "stealing", "baseline: ideal (work / devices)"],
-              [m["static_s"], m["stealing_s"], m["ideal_s"]], color=["C0", "C0", "0.6"])
-        b.set_ylabel("seconds (less is better)")
+        # A group per build (every run's makespan a dot, the bar their median).
+        runs = lambda fam, metric: [r["metrics"][metric] for f, r in farm if fam is None or f == fam] or None
+        groups = [res.labels.get(fam, fam) if fam else "" for fam in fams]
+        bars(b, groups, [("static dealing", [runs(f, "static_s") for f in fams], dict(color="C1")),
+                         ("as it comes: least loaded, stealing", [runs(f, "stealing_s") for f in fams],
+                          dict(color="C0")),
+                         ("baseline: ideal (each device alone)", [runs(f, "ideal_s") for f in fams],
+                          dict(color="0.6"))], "seconds (less is better)")
+        b.set_ylim(0, b.get_ylim()[1] * 1.3)  # room for the legend above the bars
         b.set_title("a farm of two replicas, uneven items", fontsize=9)
     elif res.has("scaling.resident"):
         devs = res.values("scaling.resident", "devices")

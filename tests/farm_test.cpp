@@ -199,6 +199,45 @@ TEST_F(Farm, StopMidStreamCountsWhatTheFarmHolds) {
       << "the farm held more than its window: " << report.text();
 }
 
+// A farm whose replicas' workers on CPU devices fill the host's cores (told here: as many cores as
+// devices) runs its host stages on one io thread while it runs (runtime::narrow_threads); told
+// one core more, on every thread the runtime has.
+TEST_F(Farm, OnCpuDevicesThatFillTheCoresItsHostStagesTakeTurnsOnOneIoThread) {
+  const auto cpus = static_cast<unsigned>(
+      std::count_if(topo().begin(), topo().end(), [](const device& d) { return d.info().type == device_type::cpu; }));
+  if (cpus != topo().size())
+    GTEST_SKIP() << "needs every device a CPU device (" << cpus << " of " << topo().size() << ")";
+  for (const unsigned extra : {0u, 1u}) {
+    runtime_options o;
+    o.host_cores = cpus + extra;
+    runtime own(topology::discover(), o);
+    { auto grow = own.hold_threads(o.host_cores); } // a thread per core, so that narrowing shows
+    ASSERT_EQ(own.threads(), o.host_cores);
+    constexpr std::uint32_t count = 5000;
+    std::uint32_t next = 0, wrong = 0;
+    {
+      pipeline p(own, {.name = "narrow"});
+      auto src = p.add_source<msg>("items", skewed_source(count, 50));
+      auto farm = p.add_farm<msg, msg>("work", test_kernel("test_costly_map"));
+      auto sink = p.add_sink<msg>(
+          "results", [&](const msg& m) { wrong += m.seq != next++ || m.check != test_check_after(m.seq, 1) ? 1 : 0; });
+      p.connect(src.out(), farm.in());
+      p.connect(farm.out(), sink.in());
+      const bool narrowed = extra == 0;
+      EXPECT_EQ(p.dry_run().one_io_thread_reason.empty(), !narrowed) << p.dry_run().text();
+      p.start();
+      EXPECT_EQ(own.threads(), narrowed ? 1u : o.host_cores) << p.plan();
+      const std::string one = "runtime threads asked for: one (a farm whose " + std::to_string(cpus) +
+                              " kernels on CPU devices fill the host's " + std::to_string(cpus);
+      EXPECT_EQ(p.plan().find(one) != std::string::npos, narrowed) << p.plan();
+      p.wait(60s);
+    }
+    EXPECT_EQ(next, count);
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_EQ(own.threads(), o.host_cores) << "every thread runs again once the farm is gone";
+  }
+}
+
 TEST_F(Farm, AnOrderedFarmWhoseKernelDropsItemsFailsNamingTheReplica) {
   pipeline p(rt(), {.name = "dropping"});
   auto src = p.add_source<msg>("items", ringpipe::testing::counting_source(1000));

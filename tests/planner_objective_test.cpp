@@ -302,3 +302,44 @@ TEST(OneLaneMirrors, ThroughputDoublesTheWideRingsOfKernelsOnCpuDevicesWithoutSh
 }
 
 } // namespace
+
+// A farm whose replicas on CPU devices fill the host's cores asks for one io thread
+// (runtime::narrow_threads); on more cores, on a GPU, or without a farm, it asks for its stages.
+TEST(FarmThreads, OneIoThreadWhereItsCpuReplicasFillTheCores) {
+  const auto farm_plan = [](runtime& rt, std::vector<std::size_t> devices) {
+    pipeline p(rt, opts("farm", false));
+    auto src = p.add_source<sample>("src", no_messages());
+    farm_options o;
+    o.devices = std::move(devices);
+    auto farm = p.add_farm<sample, sample>("work", map_kernel("twice"), o);
+    auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+    p.connect(src.out(), farm.in());
+    p.connect(farm.out(), sink.in());
+    return p.dry_run();
+  };
+  runtime_options two;
+  two.host_cores = 2;
+  runtime cpus(ci_topology(), two);
+  const auto full = farm_plan(cpus, {0, 2});
+  EXPECT_EQ(
+      full.one_io_thread_reason,
+      "a farm whose 2 kernels on CPU devices fill the host's 2 cores: its host stages take turns on one io thread");
+  EXPECT_NE(full.text().find("runtime threads asked for: one (a farm whose 2 kernels"), std::string::npos)
+      << full.text();
+  EXPECT_EQ(farm_plan(cpus, {0}).one_io_thread_reason, "") << "one replica leaves a core";
+  runtime_options four = two;
+  four.host_cores = 4;
+  runtime many(ci_topology(), four);
+  EXPECT_EQ(farm_plan(many, {0, 1, 2}).one_io_thread_reason, "");
+  runtime gpus(describe({gpu_without_svm(), gpu_without_svm()}), two);
+  EXPECT_EQ(farm_plan(gpus, {0, 1}).one_io_thread_reason, "") << "a GPU's replicas use no host core";
+  pipeline chain(cpus, opts("no farm", false));
+  auto src = chain.add_source<sample>("src", no_messages());
+  auto a = chain.add_kernel<sample, sample>("a", map_kernel("twice"), on_device(0));
+  auto b = chain.add_kernel<sample, sample>("b", map_kernel("twice"), on_device(2));
+  auto sink = chain.add_sink<sample>("sink", [](const sample&) {});
+  chain.connect(src.out(), a.in());
+  chain.connect(a.out(), b.in());
+  chain.connect(b.out(), sink.in());
+  EXPECT_EQ(chain.dry_run().one_io_thread_reason, "");
+}

@@ -8,11 +8,14 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -126,6 +129,58 @@ TEST(Runtime, HoldsGrowTheThreadsToTheirSumUpToTheLimit) {
   EXPECT_EQ(rt.threads(), 5u);
   EXPECT_TRUE(run_at_once(rt, 5));
   EXPECT_EQ(io_thread_name(rt).rfind("ringpipe-io-", 0), 0u);
+}
+
+/// Posts two handlers that each wait up to `patience` for the other to be inside too: true if
+/// they ever ran at once.
+bool two_at_once(runtime& rt, std::chrono::milliseconds patience) {
+  auto met = std::make_shared<std::atomic<int>>(0);
+  auto inside = std::make_shared<std::atomic<int>>(0);
+  std::promise<void> a, b;
+  for (auto* done : {&a, &b})
+    boost::asio::post(rt.io(), [=] {
+      inside->fetch_add(1);
+      const auto until = std::chrono::steady_clock::now() + patience;
+      while (inside->load() < 2 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (inside->load() >= 2) met->fetch_add(1);
+      inside->fetch_sub(1);
+      done->set_value();
+    });
+  a.get_future().wait();
+  b.get_future().wait();
+  return met->load() > 0;
+}
+
+TEST(Runtime, NarrowedToOneThreadUntilAHoldAsksForMore) {
+  runtime_options o;
+  o.host_cores = 3;
+  runtime rt(topology::from_devices({}), o);
+  { auto grow = rt.hold_threads(3); }
+  ASSERT_EQ(rt.threads(), 3u);
+  {
+    auto narrow = rt.narrow_threads();
+    EXPECT_EQ(rt.threads(), 1u);
+    EXPECT_FALSE(two_at_once(rt, std::chrono::milliseconds(200))) << "the others park";
+    {
+      auto wide = rt.hold_threads(1);
+      EXPECT_EQ(rt.threads(), 3u) << "a hold that grows wins over one that narrows";
+      EXPECT_TRUE(run_at_once(rt, 3));
+    }
+    EXPECT_EQ(rt.threads(), 1u);
+    EXPECT_FALSE(two_at_once(rt, std::chrono::milliseconds(200)));
+  }
+  EXPECT_EQ(rt.threads(), 3u);
+  EXPECT_TRUE(run_at_once(rt, 3));
+}
+
+TEST(Runtime, ThreadsTheUserFixedAreNotNarrowed) {
+  runtime_options o;
+  o.threads = 2;
+  runtime rt(topology::from_devices({}), o);
+  auto narrow = rt.narrow_threads();
+  EXPECT_EQ(rt.threads(), 2u);
+  EXPECT_TRUE(run_at_once(rt, 2));
 }
 
 TEST(Runtime, ThreadsAskedForAreNotGrown) {

@@ -45,6 +45,9 @@ struct pipeline_plan {
   /// to runtime::thread_limit().
   std::size_t host_stage_threads = 0;
   std::size_t copying_proxy_threads = 0;
+  /// Not empty: the pipeline asks for one io thread instead, and why (a farm whose kernels on CPU
+  /// devices fill the host's cores; runtime::narrow_threads).
+  std::string one_io_thread_reason;
   std::vector<stage> stages;
   std::vector<link> links;
   /// The devices the kernels run on, grouped so that devices of one group reach each other

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <future>
 #include <memory>
@@ -57,9 +58,10 @@ public:
 
 private:
   friend class runtime;
-  thread_hold(runtime* rt, unsigned n) noexcept : rt_(rt), threads_(n) {}
+  thread_hold(runtime* rt, unsigned n, bool narrow) noexcept : rt_(rt), threads_(n), narrow_(narrow) {}
   runtime* rt_ = nullptr;
   unsigned threads_ = 0;
+  bool narrow_ = false; // runtime::narrow_threads
 };
 
 class runtime {
@@ -80,7 +82,7 @@ public:
   /// Says `text` through runtime_options::notice.
   void notice(std::string_view text) const;
   std::chrono::milliseconds slow_step_after() const noexcept { return options_.slow_step_after; }
-  /// The io threads running now.
+  /// The io threads running now (those parked by narrow_threads() not counted).
   unsigned threads() const noexcept { return thread_count_.load(std::memory_order_acquire); }
   /// The most io threads this runtime runs: runtime_options::threads where set, else
   /// host_cores() (or the two it started with, where that is more).
@@ -91,6 +93,12 @@ public:
   /// once instead of taking turns on two threads. Threads are not stopped when a hold ends (an
   /// idle one sleeps); they all stop with the runtime.
   [[nodiscard]] thread_hold hold_threads(unsigned n);
+  /// Asks that one io thread run while the hold lives and no hold_threads() hold does: the others
+  /// park (each blocked in a handler, so the io_context wakes none of them) until it ends. For a
+  /// pipeline whose kernels' workers on CPU devices already fill the host's cores (a farm of CPU
+  /// devices): its host stages take turns on one thread instead of waking a second one on a core
+  /// a worker is running on. runtime_options::threads, where set, is kept.
+  [[nodiscard]] thread_hold narrow_threads();
   /// runtime_options::host_cores, or the cores this process may run on (at least 1).
   unsigned host_cores() const noexcept;
 
@@ -119,14 +127,23 @@ private:
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<executor_type> work_;
   std::vector<strand_type> device_strands_;
-  mutable std::mutex threads_mutex_; // guards threads_ and held_
+  mutable std::mutex threads_mutex_; // guards threads_, held_, narrowed_, parked_ and stopped_
   std::vector<std::thread> threads_;
-  std::atomic<unsigned> thread_count_{0};
+  std::atomic<unsigned> thread_count_{0}; // threads_ less those parked
   unsigned initial_threads_ = 0;
-  unsigned held_ = 0; // the threads the holds alive ask for
+  unsigned held_ = 0;     // the threads the hold_threads() holds alive ask for
+  unsigned growers_ = 0;  // hold_threads() holds alive
+  unsigned narrowed_ = 0; // narrow_threads() holds alive
+  unsigned parked_ = 0;   // park handlers posted and not yet returned
+  std::condition_variable unpark_;
   bool stopped_ = false;
   void start_threads(unsigned n); // under threads_mutex_
-  void release_threads(unsigned n) noexcept;
+  void release_threads(unsigned n, bool narrow) noexcept;
+  /// Under threads_mutex_: parks or lets go io threads so that as many run as the holds ask.
+  void settle_threads();
+  unsigned running_wanted() const noexcept; // under threads_mutex_
+  /// An io thread's handler that blocks it while the runtime runs fewer threads than it has.
+  void park();
   friend class thread_hold;
   std::shared_ptr<detail::transfer_service> transfers_; // copies in flight share it
 };

@@ -35,8 +35,8 @@ void runtime::start_threads(unsigned n) {
       detail::name_this_thread("ringpipe-io-" + std::to_string(i));
       io_.run();
     });
-    thread_count_.store(static_cast<unsigned>(threads_.size()), std::memory_order_release);
   }
+  settle_threads();
 }
 
 unsigned runtime::thread_limit() const noexcept {
@@ -45,30 +45,72 @@ unsigned runtime::thread_limit() const noexcept {
 
 thread_hold runtime::hold_threads(unsigned n) {
   std::lock_guard lock(threads_mutex_);
-  held_ += n;
+  held_ += n, ++growers_;
   if (!stopped_) start_threads(std::min(held_, thread_limit()));
-  return thread_hold(this, n);
+  return thread_hold(this, n, false);
 }
 
-void runtime::release_threads(unsigned n) noexcept {
+thread_hold runtime::narrow_threads() {
   std::lock_guard lock(threads_mutex_);
-  held_ -= std::min(held_, n);
+  ++narrowed_;
+  if (!stopped_) settle_threads();
+  return thread_hold(this, 0, true);
+}
+
+void runtime::release_threads(unsigned n, bool narrow) noexcept {
+  std::lock_guard lock(threads_mutex_);
+  if (narrow) {
+    narrowed_ -= std::min(narrowed_, 1u);
+  } else {
+    held_ -= std::min(held_, n);
+    growers_ -= std::min(growers_, 1u);
+  }
+  if (!stopped_) settle_threads();
+}
+
+void runtime::settle_threads() {
+  const auto all = static_cast<unsigned>(threads_.size());
+  const unsigned wanted = std::min(running_wanted(), all);
+  // A park handler counts as parked from its post: one not yet run that is no longer needed
+  // returns as soon as it runs.
+  for (; all - parked_ > wanted; ++parked_)
+    boost::asio::post(io_, [this] { park(); });
+  unpark_.notify_all();
+  thread_count_.store(std::min(wanted, all), std::memory_order_release);
+}
+
+unsigned runtime::running_wanted() const noexcept {
+  // Threads the user fixed are kept; so are those a hold_threads() hold alive grew the pool for.
+  if (narrowed_ > 0 && growers_ == 0 && options_.threads == 0) return 1;
+  return static_cast<unsigned>(threads_.size());
+}
+
+void runtime::park() {
+  std::unique_lock lock(threads_mutex_);
+  // Let go once this thread running again keeps the running ones within what the holds ask.
+  unpark_.wait(lock, [this] {
+    const auto all = static_cast<unsigned>(threads_.size());
+    return stopped_ || all - parked_ < std::min(running_wanted(), all);
+  });
+  --parked_;
 }
 
 thread_hold::thread_hold(thread_hold&& other) noexcept
-    : rt_(std::exchange(other.rt_, nullptr)), threads_(std::exchange(other.threads_, 0)) {}
+    : rt_(std::exchange(other.rt_, nullptr)), threads_(std::exchange(other.threads_, 0)),
+      narrow_(std::exchange(other.narrow_, false)) {}
 
 thread_hold& thread_hold::operator=(thread_hold&& other) noexcept {
   if (this != &other) {
-    if (rt_ != nullptr) rt_->release_threads(threads_);
+    if (rt_ != nullptr) rt_->release_threads(threads_, narrow_);
     rt_ = std::exchange(other.rt_, nullptr);
     threads_ = std::exchange(other.threads_, 0);
+    narrow_ = std::exchange(other.narrow_, false);
   }
   return *this;
 }
 
 thread_hold::~thread_hold() {
-  if (rt_ != nullptr) rt_->release_threads(threads_);
+  if (rt_ != nullptr) rt_->release_threads(threads_, narrow_);
 }
 
 runtime::~runtime() {
@@ -88,6 +130,7 @@ runtime::~runtime() {
     stopping.swap(threads_);
     stopped_ = true;
   }
+  unpark_.notify_all(); // parked threads return, and find io_ stopped
   for (auto& t : stopping)
     t.join();
 }

@@ -36,10 +36,12 @@ host_threads count_host_threads(const graph& g, const plan& p, const topology& t
   return t;
 }
 
-std::string describe_host_threads(std::size_t stages, std::size_t copying_proxies) {
+std::string describe_host_threads(std::size_t stages, std::size_t copying_proxies,
+                                  const std::string& one_thread_reason) {
   const auto count = [](std::size_t n, const char* what) {
     return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
   };
+  if (!one_thread_reason.empty()) return "runtime threads asked for: one (" + one_thread_reason + ")";
   return "runtime threads asked for: " + std::to_string(stages + copying_proxies) + " (" + count(stages, "host stage") +
          ", " + count(copying_proxies, "kernel") +
          (copying_proxies == 1 ? " whose proxy copies its batches)" : " whose proxies copy their batches)");
@@ -60,6 +62,20 @@ busy_threads count_busy_threads(const graph& g, const plan& p, const topology& t
   b.actors = count_host_threads(g, p, topo).stages;
   b.runtime_busy = std::min<std::size_t>(b.actors, host.runtime_threads);
   return b;
+}
+
+std::string one_io_thread_reason(const graph& g, const plan& p, const topology& topo, host_capacity host) {
+  // Measured on two cores (docs/performance.md, "Farms of CPU devices on one io thread"): the
+  // skewed farm with a core per device 1.13 -> 1.10 of its ideal at the median, on two PoCL
+  // devices 1.11 -> 1.09; a source, a resident kernel and a sink lost a third on one thread.
+  if (std::none_of(g.stages.begin(), g.stages.end(), [](const auto& s) { return s.kind == stage_kind::dealer; }))
+    return {};
+  const auto b = count_busy_threads(g, p, topo, host);
+  const std::size_t workers = b.kernels + b.batched;
+  if (host.runtime_threads < 2 || workers < host.cores) return {};
+  return "a farm whose " + std::to_string(workers) + " kernels on CPU devices fill the host's " +
+         std::to_string(host.cores) + (host.cores == 1 ? " core" : " cores") +
+         ": its host stages take turns on one io thread";
 }
 
 namespace {

@@ -167,7 +167,9 @@ void pipeline::start() {
   const auto& g = p.graph_run();
   auto planned = detail::make_plan(g, p.rt.devices(), p.options, p.host());
   // Held before the stages start, so that they run at once from their first turn.
-  auto threads = p.rt.hold_threads(static_cast<unsigned>(planned.threads.total()));
+  auto threads = planned.threads.one_thread_reason.empty()
+                     ? p.rt.hold_threads(static_cast<unsigned>(planned.threads.total()))
+                     : p.rt.narrow_threads();
   auto run = std::make_unique<detail::runner>(p.rt, g, std::move(planned), p.options);
   run->start();
   p.run = std::move(run);

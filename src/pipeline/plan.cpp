@@ -29,7 +29,7 @@ std::string pipeline_plan::text() const {
                                           (objective_reason.empty() ? "" : " (" + objective_reason + ")") + "\n";
   if (!parking_reason.empty()) t += parking_reason + "\n";
   if (host_stage_threads + copying_proxy_threads > 0)
-    t += detail::describe_host_threads(host_stage_threads, copying_proxy_threads) + "\n";
+    t += detail::describe_host_threads(host_stage_threads, copying_proxy_threads, one_io_thread_reason) + "\n";
   for (const auto& s : stages) {
     t += std::string(to_string(s.kind)) + " '" + s.name + "'";
     if (s.device) t += " on device " + std::to_string(*s.device);

@@ -354,6 +354,7 @@ plan make_plan(const graph& g, const topology& devices, const pipeline_options& 
   run.apply_objective();
   park_where_pools_fall_short(g, devices, host, run.p);
   run.p.threads = count_host_threads(g, run.p, devices);
+  run.p.threads.one_thread_reason = one_io_thread_reason(g, run.p, devices, host);
   return std::move(run.p);
 }
 
@@ -376,6 +377,7 @@ pipeline_plan plan::summary(const graph& g) const {
   out.parking_reason = parking_reason;
   out.host_stage_threads = threads.stages;
   out.copying_proxy_threads = threads.copying_proxies;
+  out.one_io_thread_reason = threads.one_thread_reason;
   return out;
 }
 

@@ -47,6 +47,8 @@ struct host_capacity {
 struct host_threads {
   std::size_t stages = 0;
   std::size_t copying_proxies = 0;
+  /// Not empty: why the pipeline asks for one io thread instead (runtime::narrow_threads).
+  std::string one_thread_reason;
   std::size_t total() const noexcept { return stages + copying_proxies; }
 };
 
@@ -82,8 +84,14 @@ busy_threads count_busy_threads(const graph& g, const plan& p, const topology& t
 bool resident_under_throughput(const graph& g, const plan& p, const topology& topo, host_capacity host,
                                std::string& why);
 host_threads count_host_threads(const graph& g, const plan& p, const topology& topo);
-/// "runtime threads asked for: 3 (2 host stages, 1 kernel whose proxy copies its batches)".
-std::string describe_host_threads(std::size_t stages, std::size_t copying_proxies);
+/// A farm whose kernels on CPU devices count (count_busy_threads) as many busy threads as the host
+/// has cores runs its host stages on one io thread: their turns follow its replicas' launches, and
+/// a second thread would only wake on a core a worker runs on. Why, or empty where it does not.
+std::string one_io_thread_reason(const graph& g, const plan& p, const topology& topo, host_capacity host);
+/// "runtime threads asked for: 3 (2 host stages, 1 kernel whose proxy copies its batches)", or
+/// the one thread and why.
+std::string describe_host_threads(std::size_t stages, std::size_t copying_proxies,
+                                  const std::string& one_thread_reason);
 
 /// Latency: where the busy threads exceed the host's cores and a CPU pool cannot keep all of the
 /// pipeline's kernels of automatic mode persistent, all of them prefer parked (residency.cpp).

@@ -33,8 +33,9 @@ std::string runner::plan_text() const {
   std::string s = "objective: " + std::string(to_string(plan_.objective)) + " (" + plan_.objective_reason + ")\n";
   if (!plan_.parking_reason.empty()) s += plan_.parking_reason + "\n";
   if (plan_.threads.total() > 0) {
-    s += describe_host_threads(plan_.threads.stages, plan_.threads.copying_proxies) + "; the runtime runs " +
-         std::to_string(rt_.threads()) + " (at most " + std::to_string(rt_.thread_limit()) + ")\n";
+    s += describe_host_threads(plan_.threads.stages, plan_.threads.copying_proxies, plan_.threads.one_thread_reason) +
+         "; the runtime runs " + std::to_string(rt_.threads()) + " (at most " + std::to_string(rt_.thread_limit()) +
+         ")\n";
   }
   for (std::size_t i = 0; i < g_.stages.size(); ++i) {
     s += stage_label(i);
