@@ -127,7 +127,7 @@ private:
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<executor_type> work_;
   std::vector<strand_type> device_strands_;
-  mutable std::mutex threads_mutex_; // guards threads_, held_, narrowed_, parked_ and stopped_
+  mutable std::mutex threads_mutex_; // guards threads_, the counts below and stopped_
   std::vector<std::thread> threads_;
   std::atomic<unsigned> thread_count_{0}; // threads_ less those parked
   unsigned initial_threads_ = 0;
