@@ -169,7 +169,7 @@ void work_stealing_topic(bench_context& c) {
   std::fprintf(stderr,
                "  work_stealing %u items: farm (least loaded, stealing) %.3f s | static %.3f s (%.2fx) | least loaded "
                "alone %.3f s | in turn, stealing %.3f s | alone %.3f / %.3f s | ideal %.3f s (farm %.2fx of it) | "
-               "%llu steals moved %llu, %llu rebalances %llu (the last run)\n"
+               "%llu steals moved %llu, %llu rebalances moved %llu (the last run)\n"
                "  told costs: fed in order of cost %.3f s | fed as dealt %.3f s (%.2fx) | alone %.3f / %.3f s | "
                "ideal %.3f s (farm %.2fx of it)\n  %s%s\n",
                items, s, d, d / s, l, t, alone[0], alone[1], ideal, s / ideal,
