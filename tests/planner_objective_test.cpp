@@ -304,7 +304,8 @@ TEST(OneLaneMirrors, ThroughputDoublesTheWideRingsOfKernelsOnCpuDevicesWithoutSh
 } // namespace
 
 // A farm whose replicas on CPU devices fill the host's cores asks for one io thread
-// (runtime::narrow_threads); on more cores, on a GPU, or without a farm, it asks for its stages.
+// (runtime::narrow_threads); on more cores, on a GPU, beside a host function, or without a farm,
+// it asks for its stages.
 TEST(FarmThreads, OneIoThreadWhereItsCpuReplicasFillTheCores) {
   const auto farm_plan = [](runtime& rt, std::vector<std::size_t> devices) {
     pipeline p(rt, opts("farm", false));
@@ -327,6 +328,17 @@ TEST(FarmThreads, OneIoThreadWhereItsCpuReplicasFillTheCores) {
   EXPECT_NE(full.text().find("runtime threads asked for: one (a farm whose 2 kernels"), std::string::npos)
       << full.text();
   EXPECT_EQ(farm_plan(cpus, {0}).one_io_thread_reason, "") << "one replica leaves a core";
+  pipeline computed(cpus, opts("farm and host function", false));
+  auto items = computed.add_source<sample>("src", no_messages());
+  farm_options both;
+  both.devices = {0, 2};
+  auto work = computed.add_farm<sample, sample>("work", map_kernel("twice"), both);
+  auto scale = computed.add_host<sample, sample>("scale", [](const sample& s) { return s; });
+  auto out = computed.add_sink<sample>("sink", [](const sample&) {});
+  computed.connect(items.out(), work.in());
+  computed.connect(work.out(), scale.in());
+  computed.connect(scale.out(), out.in());
+  EXPECT_EQ(computed.dry_run().one_io_thread_reason, "") << "a host function would hold up the dealer";
   runtime_options four = two;
   four.host_cores = 4;
   runtime many(ci_topology(), four);

@@ -68,8 +68,12 @@ std::string one_io_thread_reason(const graph& g, const plan& p, const topology& 
   // Measured on two cores (docs/performance.md, "Farms of CPU devices on one io thread"): the
   // skewed farm with a core per device 1.13 -> 1.10 of its ideal at the median, on two PoCL
   // devices 1.11 -> 1.09; a source, a resident kernel and a sink lost a third on one thread.
-  if (std::none_of(g.stages.begin(), g.stages.end(), [](const auto& s) { return s.kind == stage_kind::dealer; }))
-    return {};
+  // A host function is compute of the user's that the planner cannot size: on one thread each of
+  // its turns would hold up the dealer's feeds.
+  const auto any = [&g](stage_kind k) {
+    return std::any_of(g.stages.begin(), g.stages.end(), [k](const auto& s) { return s.kind == k; });
+  };
+  if (!any(stage_kind::dealer) || any(stage_kind::host)) return {};
   const auto b = count_busy_threads(g, p, topo, host);
   const std::size_t workers = b.kernels + b.batched;
   if (host.runtime_threads < 2 || workers < host.cores) return {};

@@ -86,7 +86,8 @@ bool resident_under_throughput(const graph& g, const plan& p, const topology& to
 host_threads count_host_threads(const graph& g, const plan& p, const topology& topo);
 /// A farm whose kernels on CPU devices count (count_busy_threads) as many busy threads as the host
 /// has cores runs its host stages on one io thread: their turns follow its replicas' launches, and
-/// a second thread would only wake on a core a worker runs on. Why, or empty where it does not.
+/// a second thread would only wake on a core a worker runs on. Not beside a host function (user
+/// compute that would hold up the dealer). Why, or empty where it does not.
 std::string one_io_thread_reason(const graph& g, const plan& p, const topology& topo, host_capacity host);
 /// "runtime threads asked for: 3 (2 host stages, 1 kernel whose proxy copies its batches)", or
 /// the one thread and why.
