@@ -67,7 +67,7 @@ busy_threads count_busy_threads(const graph& g, const plan& p, const topology& t
 std::string one_io_thread_reason(const graph& g, const plan& p, const topology& topo, host_capacity host) {
   // Measured on two cores (docs/performance.md, "Farms of CPU devices on one io thread"): the
   // skewed farm with a core per device 1.13 -> 1.10 of its ideal at the median, on two PoCL
-  // devices 1.11 -> 1.09; a source, a resident kernel and a sink lost a third on one thread.
+  // devices 1.11 -> 1.09; a source, a resident kernel and a sink lost two fifths on one thread.
   // A host function is compute of the user's that the planner cannot size: on one thread each of
   // its turns would hold up the dealer's feeds.
   const auto any = [&g](stage_kind k) {
