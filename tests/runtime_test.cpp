@@ -88,9 +88,9 @@ TEST(Runtime, IoThreadsAreNamedForTheRuntime) {
   EXPECT_EQ(io_thread_name(rt).rfind("ringpipe-io-", 0), 0u) << io_thread_name(rt);
 }
 
-/// Posts `n` handlers that each wait, up to 5 s, until all `n` are running at once: true if they
-/// were (every one of them on a thread of its own).
-bool run_at_once(runtime& rt, unsigned n) {
+/// Posts `n` handlers that each wait, up to `patience`, until all `n` are running at once: true if
+/// they were (every one of them on a thread of its own).
+bool run_at_once(runtime& rt, unsigned n, std::chrono::milliseconds patience = std::chrono::seconds(5)) {
   std::mutex mutex;
   std::condition_variable all_in;
   unsigned entered = 0, met = 0, left = 0;
@@ -100,7 +100,7 @@ bool run_at_once(runtime& rt, unsigned n) {
       std::unique_lock lock(mutex);
       ++entered;
       all_in.notify_all();
-      if (all_in.wait_for(lock, std::chrono::seconds(5), [&] { return entered == n; })) ++met;
+      if (all_in.wait_for(lock, patience, [&] { return entered == n; })) ++met;
       const bool last = ++left == n;
       lock.unlock(); // before the caller may return and destroy the mutex
       if (last) done.set_value();
@@ -131,27 +131,6 @@ TEST(Runtime, HoldsGrowTheThreadsToTheirSumUpToTheLimit) {
   EXPECT_EQ(io_thread_name(rt).rfind("ringpipe-io-", 0), 0u);
 }
 
-/// Posts two handlers that each wait up to `patience` for the other to be inside too: true if
-/// they ever ran at once.
-bool two_at_once(runtime& rt, std::chrono::milliseconds patience) {
-  auto met = std::make_shared<std::atomic<int>>(0);
-  auto inside = std::make_shared<std::atomic<int>>(0);
-  std::promise<void> a, b;
-  for (auto* done : {&a, &b})
-    boost::asio::post(rt.io(), [=] {
-      inside->fetch_add(1);
-      const auto until = std::chrono::steady_clock::now() + patience;
-      while (inside->load() < 2 && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (inside->load() >= 2) met->fetch_add(1);
-      inside->fetch_sub(1);
-      done->set_value();
-    });
-  a.get_future().wait();
-  b.get_future().wait();
-  return met->load() > 0;
-}
-
 TEST(Runtime, NarrowedToOneThreadUntilAHoldAsksForMore) {
   runtime_options o;
   o.host_cores = 3;
@@ -161,14 +140,14 @@ TEST(Runtime, NarrowedToOneThreadUntilAHoldAsksForMore) {
   {
     auto narrow = rt.narrow_threads();
     EXPECT_EQ(rt.threads(), 1u);
-    EXPECT_FALSE(two_at_once(rt, std::chrono::milliseconds(200))) << "the others park";
+    EXPECT_FALSE(run_at_once(rt, 2, std::chrono::milliseconds(200))) << "the others park";
     {
       auto wide = rt.hold_threads(1);
       EXPECT_EQ(rt.threads(), 3u) << "a hold that grows wins over one that narrows";
       EXPECT_TRUE(run_at_once(rt, 3));
     }
     EXPECT_EQ(rt.threads(), 1u);
-    EXPECT_FALSE(two_at_once(rt, std::chrono::milliseconds(200)));
+    EXPECT_FALSE(run_at_once(rt, 2, std::chrono::milliseconds(200)));
   }
   EXPECT_EQ(rt.threads(), 3u);
   EXPECT_TRUE(run_at_once(rt, 3));

@@ -141,7 +141,7 @@ private:
   void release_threads(unsigned n, bool narrow) noexcept;
   /// Under threads_mutex_: parks or lets go io threads so that as many run as the holds ask.
   void settle_threads();
-  unsigned running_wanted() const noexcept; // under threads_mutex_
+  unsigned running_wanted() const noexcept; // under threads_mutex_: at most threads_.size()
   /// An io thread's handler that blocks it while the runtime runs fewer threads than it has.
   void park();
   friend class thread_hold;

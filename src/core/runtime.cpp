@@ -70,28 +70,25 @@ void runtime::release_threads(unsigned n, bool narrow) noexcept {
 
 void runtime::settle_threads() {
   const auto all = static_cast<unsigned>(threads_.size());
-  const unsigned wanted = std::min(running_wanted(), all);
+  const unsigned wanted = running_wanted();
   // A park handler counts as parked from its post: one not yet run that is no longer needed
   // returns as soon as it runs.
   for (; all - parked_ > wanted; ++parked_)
     boost::asio::post(io_, [this] { park(); });
   unpark_.notify_all();
-  thread_count_.store(std::min(wanted, all), std::memory_order_release);
+  thread_count_.store(wanted, std::memory_order_release);
 }
 
 unsigned runtime::running_wanted() const noexcept {
   // Threads the user fixed are kept; so are those a hold_threads() hold alive grew the pool for.
-  if (narrowed_ > 0 && growers_ == 0 && options_.threads == 0) return 1;
-  return static_cast<unsigned>(threads_.size());
+  const auto all = static_cast<unsigned>(threads_.size());
+  return narrowed_ > 0 && growers_ == 0 && options_.threads == 0 ? std::min(1u, all) : all;
 }
 
 void runtime::park() {
   std::unique_lock lock(threads_mutex_);
   // Let go once this thread running again keeps the running ones within what the holds ask.
-  unpark_.wait(lock, [this] {
-    const auto all = static_cast<unsigned>(threads_.size());
-    return stopped_ || all - parked_ < std::min(running_wanted(), all);
-  });
+  unpark_.wait(lock, [this] { return stopped_ || threads_.size() - parked_ < running_wanted(); });
   --parked_;
 }
 
