@@ -238,6 +238,46 @@ TEST_F(Farm, OnCpuDevicesThatFillTheCoresItsHostStagesTakeTurnsOnOneIoThread) {
   }
 }
 
+// On one io thread, a sink that blocks (here until the replicas have taken every item) would hold
+// up the dealer that feeds them; a parked thread runs the other stages while it is held.
+TEST_F(Farm, OnOneIoThreadASinkThatBlocksDoesNotStopTheReplicasFeeds) {
+  const auto cpus = static_cast<unsigned>(
+      std::count_if(topo().begin(), topo().end(), [](const device& d) { return d.info().type == device_type::cpu; }));
+  if (cpus != topo().size())
+    GTEST_SKIP() << "needs every device a CPU device (" << cpus << " of " << topo().size() << ")";
+  runtime_options o;
+  o.host_cores = cpus;
+  runtime own(topology::discover(), o);
+  constexpr std::uint32_t count = 20000;
+  pipeline p(own, {.name = "blocking sink"});
+  auto src = p.add_source<msg>("items", skewed_source(count, 50));
+  auto farm = p.add_farm<msg, msg>("work", test_kernel("test_costly_map"));
+  const auto taken = [&p] {
+    std::uint64_t n = 0;
+    for (const auto& st : p.metrics().stages)
+      n += st.kind == stage_kind::kernel ? st.msgs_in : 0;
+    return n;
+  };
+  std::uint64_t taken_before = 0, taken_after = 0;
+  std::uint32_t next = 0, wrong = 0;
+  auto sink = p.add_sink<msg>("results", [&](const msg& m) {
+    wrong += m.seq != next++ || m.check != test_check_after(m.seq, 1) ? 1 : 0;
+    if (next != 1) return;
+    taken_before = taken();
+    for (int i = 0; i < 10000 && taken() < count; ++i)
+      std::this_thread::sleep_for(1ms);
+    taken_after = taken();
+  });
+  p.connect(src.out(), farm.in());
+  p.connect(farm.out(), sink.in());
+  ASSERT_FALSE(p.dry_run().one_io_thread_reason.empty()) << p.dry_run().text();
+  p.run(60s);
+  EXPECT_LT(taken_before, count) << "the sink blocked after every item was taken: nothing to show";
+  EXPECT_EQ(taken_after, count) << "while the sink was held the replicas were not fed";
+  EXPECT_EQ(next, count);
+  EXPECT_EQ(wrong, 0u);
+}
+
 TEST_F(Farm, AnOrderedFarmWhoseKernelDropsItemsFailsNamingTheReplica) {
   pipeline p(rt(), {.name = "dropping"});
   auto src = p.add_source<msg>("items", ringpipe::testing::counting_source(1000));

@@ -3,6 +3,8 @@
 
 #include <ringpipe/runtime.hpp>
 
+#include "../src/core/io_step.hpp"
+
 #include <gtest/gtest.h>
 
 #include <pthread.h>
@@ -151,6 +153,32 @@ TEST(Runtime, NarrowedToOneThreadUntilAHoldAsksForMore) {
   }
   EXPECT_EQ(rt.threads(), 3u);
   EXPECT_TRUE(run_at_once(rt, 3));
+}
+
+// A narrowed runtime's one running thread held in a stage's step (a user's sink that blocks):
+// a parked thread runs what is queued meanwhile, and parks again once the step returns. A
+// handler that is not a step (run_at_once's) lets none go, as the test above shows.
+TEST(Runtime, ANarrowedRuntimeLetsAParkedThreadRunWhileAStepIsHeld) {
+  runtime_options o;
+  o.host_cores = 3;
+  runtime rt(topology::from_devices({}), o);
+  { auto grow = rt.hold_threads(3); }
+  auto narrow = rt.narrow_threads();
+  ASSERT_EQ(rt.threads(), 1u);
+  std::promise<void> other;
+  std::promise<bool> held;
+  auto other_ran = other.get_future();
+  auto held_saw = held.get_future();
+  boost::asio::post(rt.io(), [&] {
+    const ringpipe::detail::io_step step;
+    held.set_value(other_ran.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  });
+  boost::asio::post(rt.io(), [&] { other.set_value(); });
+  EXPECT_TRUE(held_saw.get()) << "a handler queued behind a held step waited for it";
+  for (int i = 0; i < 1000 && rt.threads() != 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(rt.threads(), 1u) << "narrowed again once the step returned";
+  EXPECT_FALSE(run_at_once(rt, 2, std::chrono::milliseconds(200)));
 }
 
 TEST(Runtime, ThreadsTheUserFixedAreNotNarrowed) {

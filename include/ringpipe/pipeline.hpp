@@ -153,7 +153,11 @@ public:
   // --- declaring stages (names are unique; errors name them) ---
   // Host functions (sources, host stages, sinks) run on the runtime's threads: one stage's
   // function is called by one thread at a time, in message order; functions of different stages
-  // run concurrently, so state they share needs a lock or an atomic.
+  // may run at once, so state they share needs a lock or an atomic, or take turns on one thread
+  // (a farm whose CPU replicas fill the cores: plan() says so), where one that blocks for longer
+  // than 10 ms has a parked thread run the other stages meanwhile. A source's or host function's
+  // results leave at the end of its turn (up to pipeline_options::staging_batch messages): one
+  // that waits for outside input holds what it made until then; an inlet is for that.
   /// A host generator: `gen()` returns the next message, or std::nullopt to end the stream.
   template <class T, class Gen> stage_ref<no_message, T> add_source(std::string name, Gen gen);
   /// A host function per message: `fn(in)` returns Out, or std::optional<Out> (nullopt drops it).

@@ -26,7 +26,9 @@ namespace ringpipe {
 
 namespace detail {
 class transfer_service;
-}
+class io_step;
+struct io_thread_state;
+} // namespace detail
 
 struct runtime_options {
   /// Threads running the io_context, fixed; 0: one per core this process may run on (its
@@ -97,7 +99,9 @@ public:
   /// park (each blocked in a handler, so the io_context wakes none of them) until it ends. For a
   /// pipeline whose kernels' workers on CPU devices already fill the host's cores (a farm of CPU
   /// devices): its host stages take turns on one thread instead of waking a second one on a core
-  /// a worker is running on. runtime_options::threads, where set, is kept.
+  /// a worker is running on. While a running thread is held in one stage's step for more than
+  /// 10 ms (a source or sink of the user's that blocks), a parked thread runs the other stages
+  /// until that step returns. runtime_options::threads, where set, is kept.
   [[nodiscard]] thread_hold narrow_threads();
   /// runtime_options::host_cores, or the cores this process may run on (at least 1).
   unsigned host_cores() const noexcept;
@@ -135,6 +139,8 @@ private:
   unsigned growers_ = 0;  // hold_threads() holds alive
   unsigned narrowed_ = 0; // narrow_threads() holds alive
   unsigned parked_ = 0;   // park handlers posted and not yet returned
+  unsigned relief_ = 0;   // threads let out of park while a running one is held in a step
+  std::vector<std::unique_ptr<detail::io_thread_state>> thread_states_; // one per thread in threads_
   std::condition_variable unpark_;
   bool stopped_ = false;
   void start_threads(unsigned n); // under threads_mutex_
@@ -144,7 +150,12 @@ private:
   unsigned running_wanted() const noexcept; // under threads_mutex_: at most threads_.size()
   /// An io thread's handler that blocks it while the runtime runs fewer threads than it has.
   void park();
+  /// Under threads_mutex_: running threads held in one step for longer than the relief time.
+  unsigned held_in_steps() const;
+  /// A step held past the relief time returned (io_step): the threads it let out may park again.
+  void held_step_returned();
   friend class thread_hold;
+  friend class detail::io_step;
   std::shared_ptr<detail::transfer_service> transfers_; // copies in flight share it
 };
 

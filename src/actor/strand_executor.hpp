@@ -3,6 +3,8 @@
 
 #include "poller.hpp"
 
+#include "../core/io_step.hpp"
+
 #include <boost/asio/defer.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -41,7 +43,9 @@ public:
   clock::time_point now() const override { return clock::now(); }
   void post(poller& p) override {
     auto run = [keep = p.owner(), &p] {
-      if (keep) p.run();
+      if (!keep) return;
+      const io_step step; // a narrowed runtime lets a parked thread go while a step is held
+      p.run();
     };
     if (defer_wakes::active() && strand_.get_inner_executor().running_in_this_thread())
       boost::asio::defer(strand_, std::move(run));
@@ -51,7 +55,9 @@ public:
   void post_at(poller& p, clock::time_point when) override {
     timer_.expires_at(when);
     timer_.async_wait([keep = p.owner(), &p](const boost::system::error_code& ec) {
-      if (!ec && keep) p.run();
+      if (ec || !keep) return;
+      const io_step step;
+      p.run();
     });
   }
   void cancel_timer() noexcept override { timer_.cancel(); }

@@ -1,17 +1,45 @@
 #include <ringpipe/runtime.hpp>
 
+#include "io_step.hpp"
 #include "thread_name.hpp"
 #include "transfer_service.hpp"
 
 #include <ringpipe/backoff.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <future>
 #include <string>
 #include <utility>
 
 namespace ringpipe {
+
+namespace {
+using clock = std::chrono::steady_clock;
+// The io thread this is and its runtime (null on other threads), for io_step and park().
+thread_local detail::io_thread_state* this_io_thread = nullptr;
+thread_local runtime* this_io_runtime = nullptr;
+std::int64_t ticks_now() noexcept { return clock::now().time_since_epoch().count(); }
+} // namespace
+
+namespace detail {
+
+io_step::io_step() noexcept {
+  if (this_io_thread == nullptr || this_io_thread->step_since.load(std::memory_order_relaxed) != 0) return;
+  state_ = this_io_thread, rt_ = this_io_runtime, since_ = ticks_now();
+  state_->step_since.store(since_, std::memory_order_relaxed);
+}
+
+io_step::~io_step() {
+  if (state_ == nullptr) return;
+  state_->step_since.store(0, std::memory_order_relaxed);
+  // Only a step held past the relief time may have let a parked thread out (rare: one lock then).
+  if (clock::duration(ticks_now() - since_) > io_step_relief_after) rt_->held_step_returned();
+}
+
+} // namespace detail
 
 runtime::runtime(topology devices, runtime_options options)
     : options_(std::move(options)), cpus_(static_cast<unsigned>(detail::affinity_cpus())),
@@ -31,8 +59,10 @@ void runtime::start_threads(unsigned n) {
   threads_.reserve(n);
   while (threads_.size() < n) {
     const auto i = threads_.size();
-    threads_.emplace_back([this, i] {
+    thread_states_.push_back(std::make_unique<detail::io_thread_state>());
+    threads_.emplace_back([this, i, state = thread_states_.back().get()] {
       detail::name_this_thread("ringpipe-io-" + std::to_string(i));
+      this_io_thread = state, this_io_runtime = this;
       io_.run();
     });
   }
@@ -82,14 +112,41 @@ void runtime::settle_threads() {
 unsigned runtime::running_wanted() const noexcept {
   // Threads the user fixed are kept; so are those a hold_threads() hold alive grew the pool for.
   const auto all = static_cast<unsigned>(threads_.size());
-  return narrowed_ > 0 && growers_ == 0 && options_.threads == 0 ? std::min(1u, all) : all;
+  return narrowed_ > 0 && growers_ == 0 && options_.threads == 0 ? std::min(1u + relief_, all) : all;
 }
 
 void runtime::park() {
   std::unique_lock lock(threads_mutex_);
-  // Let go once this thread running again keeps the running ones within what the holds ask.
-  unpark_.wait(lock, [this] { return stopped_ || threads_.size() - parked_ < running_wanted(); });
+  this_io_thread->parked = true;
+  // Let go once this thread running again keeps the running ones within what the holds ask, or
+  // while a running one is held in a step (the other stages would wait for it).
+  while (!stopped_ && threads_.size() - parked_ >= running_wanted()) {
+    if (unpark_.wait_for(lock, detail::io_step_relief_after) == std::cv_status::timeout && held_in_steps() > relief_) {
+      ++relief_;
+      thread_count_.store(running_wanted(), std::memory_order_release);
+      break;
+    }
+  }
+  this_io_thread->parked = false;
   --parked_;
+}
+
+unsigned runtime::held_in_steps() const {
+  const std::int64_t now = ticks_now();
+  const auto held_since = now - clock::duration(detail::io_step_relief_after).count();
+  unsigned held = 0;
+  for (const auto& t : thread_states_) {
+    const std::int64_t since = t->step_since.load(std::memory_order_relaxed);
+    held += !t->parked && since != 0 && since < held_since ? 1 : 0;
+  }
+  return held;
+}
+
+void runtime::held_step_returned() {
+  std::lock_guard lock(threads_mutex_);
+  if (relief_ == 0 || stopped_) return;
+  relief_ = std::min(relief_, held_in_steps());
+  settle_threads(); // the threads let out beyond those still held park again
 }
 
 thread_hold::thread_hold(thread_hold&& other) noexcept
