@@ -29,7 +29,7 @@ protected:
     // Its first step (from start) finds nothing and waits for a wake: a long sleep, no timer run.
     // It runs here, before the io threads start, so that its strand is free when a test begins: a
     // wake while the step's strand was still held would queue behind it and run on that thread,
-    // whatever the test's handler defers (seen under AddressSanitizer in CI, about once in 30).
+    // whatever the test's handler defers (seen once under AddressSanitizer in CI).
     p.start(owner);
     while (steps.load() != 1)
       io.run_one();
