@@ -31,7 +31,7 @@ def plot_farm(res, path, title):
                    ("baseline: ideal (work / summed speeds)", [col("work_stealing.farm", "ideal_s", f) for f in fams],
                     dict(color="0.3"))], "seconds (less is better)")
     a.set_ylim(0, a.get_ylim()[1] * 1.5)  # room for the legend above the bars
-    a.set_title("a farm on two PoCL devices, uneven items", fontsize=9)
+    a.set_title("a farm on the first two devices, uneven items", fontsize=9)
     if every:
         fam = [f for f in fams if col("work_stealing.every_device", "static_s", f)]
         devs = res.values("work_stealing.every_device", "devices")[0]
@@ -90,4 +90,34 @@ def plot_farm_items(res, path, title):
          "items per second (more is better)")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room for the legend above the bars
     ax.set_title("cheap items (10 mixes each): a farm against one kernel", fontsize=9)
+    finish(fig, [ax], path, title)
+
+
+def farm_turns(res):
+    """Results that ran the farm over a stream whose costly items fall on both replicas' turns."""
+    return any("stealing_both_turns_s" in r["metrics"] for _, r in res.named("work_stealing.farm"))
+
+
+def plot_farm_turns(res, path, title):
+    """The farm and dealing in turn (both stealing) over two streams that differ only in where the
+    costly items fall, against the ideal: a group per configuration (family), a point per run."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+
+    def col(metric, fam):
+        return [r["metrics"][metric] for f, r in res.named("work_stealing.farm") if f == fam and metric in r["metrics"]] or None
+
+    fams = res.families
+    bars(ax, [res.labels.get(f, f) for f in fams],
+         [("costly items on one replica's turns: least loaded, stealing (the farm)", [col("stealing_s", f) for f in fams],
+           dict(color="C0")),
+          ("same stream: in turn, stealing", [col("in_turn_stealing_s", f) for f in fams], dict(color="C1")),
+          ("same stream: baseline, its ideal (each device alone)", [col("ideal_s", f) for f in fams], dict(color="0.6")),
+          ("costly items on both replicas' turns: least loaded, stealing (the farm)",
+           [col("stealing_both_turns_s", f) for f in fams], dict(color="C2")),
+          ("same stream: in turn, stealing", [col("in_turn_stealing_both_turns_s", f) for f in fams], dict(color="C3")),
+          ("same stream: baseline, its ideal (each device alone)", [col("ideal_both_turns_s", f) for f in fams],
+           dict(color="0.3"))],
+         "seconds (less is better)")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.6)  # room for the legend above the bars
+    ax.set_title("a farm of two replicas, one item in ten 20x the cost", fontsize=9)
     finish(fig, [ax], path, title)

@@ -19,7 +19,7 @@ import statistics
 import sys
 
 from bench_plot_common import BASELINE, Results, bars, device_name, finish, line, plt, size_label, sizes_axis
-from bench_plot_farm import farm_told_costs, plot_farm, plot_farm_items, plot_farm_told_costs
+from bench_plot_farm import farm_told_costs, farm_turns, plot_farm, plot_farm_items, plot_farm_told_costs, plot_farm_turns
 
 def plot_host_to_kernel(res, path, title):
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
@@ -343,6 +343,7 @@ TOPICS = [  # (file suffix, needs any of these results, plot)
     ("farm", ("work_stealing.every_device",), None, plot_farm),
     ("farm-costs", ("work_stealing.farm",), farm_told_costs, plot_farm_told_costs),
     ("farm-items", ("farm_items",), None, plot_farm_items),
+    ("farm-turns", ("work_stealing.farm",), farm_turns, plot_farm_turns),
     ("replica-exchange", ("replica_exchange",), None, plot_replica_exchange),
     ("round-group", ("round_group",), None, plot_round_group),
 ]

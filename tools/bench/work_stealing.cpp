@@ -6,7 +6,10 @@
 // total work over the summed speed of each device running the stream alone (as it comes, and told
 // costs: the ideal for the farm told costs), all in this run, after a run on each device that
 // builds its kernel. Where the CPU devices share the host's cores (cpu_cores.hpp), that ideal
-// counts the cores twice; the run says which.
+// counts the cores twice; the run says which. Dealt in turn, the costly items (every tenth, from
+// the fourth) all fall on the second replica's turns; the farm, dealing in turn with stealing, and
+// each device alone (their ideal) run again over a stream whose costly items fall on both (seq % 20
+// of 3 or 8, one in ten as before).
 
 #include "bench.hpp"
 
@@ -21,8 +24,9 @@ struct farm_shape {
   const char* name;
   farm_dealing dealing;
   bool steal;
-  bool by_cost = false; // the farm is told each item's cost (its mix count)
-  bool grouped = true;  // told costs, it feeds its replicas in order of cost
+  bool by_cost = false;    // the farm is told each item's cost (its mix count)
+  bool grouped = true;     // told costs, it feeds its replicas in order of cost
+  bool both_turns = false; // the costly items fall on both replicas' turns
 };
 constexpr farm_shape as_it_comes{"work_stealing", farm_dealing::least_loaded, true};
 constexpr farm_shape static_dealing{"static_dealing", farm_dealing::in_turn, false};
@@ -30,6 +34,12 @@ constexpr farm_shape least_loaded_alone{"least_loaded", farm_dealing::least_load
 constexpr farm_shape stealing_alone{"in_turn_stealing", farm_dealing::in_turn, true};
 constexpr farm_shape by_cost{"least_loaded_by_cost", farm_dealing::least_loaded, true, true};
 constexpr farm_shape by_cost_as_dealt{"by_cost_fed_as_dealt", farm_dealing::least_loaded, true, true, false};
+constexpr farm_shape both_turns{"work_stealing_both_turns", farm_dealing::least_loaded, true, false, true, true};
+constexpr farm_shape in_turn_both_turns{"in_turn_stealing_both_turns", farm_dealing::in_turn, true, false, true, true};
+
+// One item in ten costs 20x: seq % 10 == 3 (dealt in turn, all on the second replica's turns),
+// or seq % 20 of 3 or 8 (half on each).
+bool costly(std::uint32_t seq, bool both_turns) { return both_turns ? seq % 20 == 3 || seq % 20 == 8 : seq % 10 == 3; }
 
 /// What a farm's dealer moved between its replicas' queues.
 struct farm_moves {
@@ -41,10 +51,10 @@ double makespan(runtime& rt, std::vector<std::size_t> devices, farm_shape shape,
   pipeline_options options{.name = shape.name};
   const auto view = watch(s, options);
   pipeline p(rt, options);
-  auto src = p.add_source<msg>("items", [items, next = 0u]() mutable -> std::optional<msg> {
+  auto src = p.add_source<msg>("items", [items, both = shape.both_turns, next = 0u]() mutable -> std::optional<msg> {
     if (next == items) return std::nullopt;
     auto m = make_test_message<16>(next);
-    m.payload[0] = next % 10 == 3 ? 40000u : 2000u;
+    m.payload[0] = costly(next, both) ? 40000u : 2000u;
     ++next;
     return m;
   });
@@ -121,12 +131,13 @@ void work_stealing_topic(bench_context& c) {
   // A first run builds each device's kernel (rusticl's build is a tenth of a second or more).
   for (std::size_t d = 0; d < 2; ++d)
     (void)makespan(c.rt, {d}, as_it_comes, items / 10, nullptr, c.s);
-  std::array<double, 2> alone{}, alone_by_cost{};
+  std::array<double, 2> alone{}, alone_by_cost{}, alone_both{};
   for (std::size_t d = 0; d < 2; ++d) {
     alone[d] = median_makespan(c, {d}, as_it_comes, items, runs);
     alone_by_cost[d] = median_makespan(c, {d}, by_cost, items, runs);
+    alone_both[d] = median_makespan(c, {d}, both_turns, items, runs);
   }
-  std::vector<double> stat, steal, dealt, in_turn, costed, as_dealt;
+  std::vector<double> stat, steal, dealt, in_turn, costed, as_dealt, steal_both, in_turn_both;
   farm_moves moves;
   for (std::size_t r = 0; r < runs; ++r) {
     stat.push_back(makespan(c.rt, {0, 1}, static_dealing, items, nullptr, c.s));
@@ -135,13 +146,16 @@ void work_stealing_topic(bench_context& c) {
     in_turn.push_back(makespan(c.rt, {0, 1}, stealing_alone, items, nullptr, c.s));
     costed.push_back(makespan(c.rt, {0, 1}, by_cost, items, nullptr, c.s));
     as_dealt.push_back(makespan(c.rt, {0, 1}, by_cost_as_dealt, items, nullptr, c.s));
+    steal_both.push_back(makespan(c.rt, {0, 1}, both_turns, items, nullptr, c.s));
+    in_turn_both.push_back(makespan(c.rt, {0, 1}, in_turn_both_turns, items, nullptr, c.s));
   }
   // The work split by speed: each device's share ends when the other's does.
   const auto ideal_of = [](const std::array<double, 2>& a) { return 1.0 / (1.0 / a[0] + 1.0 / a[1]); };
-  const double ideal = ideal_of(alone), ideal_by_cost = ideal_of(alone_by_cost);
+  const double ideal = ideal_of(alone), ideal_by_cost = ideal_of(alone_by_cost), ideal_both = ideal_of(alone_both);
   const double s = percentile(steal, 0.5), d = percentile(stat, 0.5);
   const double l = percentile(dealt, 0.5), t = percentile(in_turn, 0.5), k = percentile(costed, 0.5);
   const double u = percentile(as_dealt, 0.5);
+  const double sb = percentile(steal_both, 0.5), tb = percentile(in_turn_both, 0.5);
   // Whether the ideal counts shared cores twice (cpu_cores.hpp).
   const auto cores = cpu_devices_core_use({&c.rt.device_at(0), &c.rt.device_at(1)}, c.rt.host_cores());
   c.results.push_back({"work_stealing.farm",
@@ -162,6 +176,12 @@ void work_stealing_topic(bench_context& c) {
                         {"stealing_over_ideal", s / ideal},
                         {"by_cost_over_ideal_by_cost", k / ideal_by_cost},
                         {"fed_as_dealt_over_by_cost", u / k},
+                        {"stealing_both_turns_s", sb},
+                        {"in_turn_stealing_both_turns_s", tb},
+                        {"ideal_both_turns_s", ideal_both},
+                        {"stealing_both_turns_over_ideal", sb / ideal_both},
+                        {"in_turn_over_stealing", t / s},
+                        {"in_turn_over_stealing_both_turns", tb / sb},
                         {"steals", static_cast<double>(moves.steals)},
                         {"stolen", static_cast<double>(moves.stolen)},
                         {"rebalanced", static_cast<double>(moves.rebalanced)}}});
@@ -171,11 +191,14 @@ void work_stealing_topic(bench_context& c) {
                "alone %.3f s | in turn, stealing %.3f s | alone %.3f / %.3f s | ideal %.3f s (farm %.2fx of it) | "
                "%llu steals moved %llu, %llu rebalances moved %llu (the last run)\n"
                "  told costs: fed in order of cost %.3f s | fed as dealt %.3f s (%.2fx) | alone %.3f / %.3f s | "
-               "ideal %.3f s (farm %.2fx of it)\n  %s%s\n",
+               "ideal %.3f s (farm %.2fx of it)\n  costly items on both replicas' turns: farm %.3f s | in turn, "
+               "stealing %.3f s (%.2fx the farm; %.2fx where they all fall on one replica's turns) | ideal %.3f s "
+               "(farm %.2fx of it)\n  %s%s\n",
                items, s, d, d / s, l, t, alone[0], alone[1], ideal, s / ideal,
                static_cast<unsigned long long>(moves.steals), static_cast<unsigned long long>(moves.stolen),
                static_cast<unsigned long long>(moves.rebalances), static_cast<unsigned long long>(moves.rebalanced), k,
-               u, u / k, alone_by_cost[0], alone_by_cost[1], ideal_by_cost, k / ideal_by_cost, cores.describe().c_str(),
+               u, u / k, alone_by_cost[0], alone_by_cost[1], ideal_by_cost, k / ideal_by_cost, sb, tb, tb / sb, t / s,
+               ideal_both, sb / ideal_both, cores.describe().c_str(),
                cores.shared() ? " (each alone had them all: the ideal counts them twice)" : "");
 }
 
