@@ -143,4 +143,25 @@ TEST_F(PipelineTest, AMetricsCallbackThatThrowsIsSaidOnceAndNotCalledAgain) {
                                   {"pipeline 'zero': metrics_every is 0 ms"}, "a zero interval was accepted");
 }
 
+// A host function may ask for the metrics and the plan from its first call, on a runtime thread:
+// the pipeline holds its running state before any host function runs (it was assigned after the
+// host stages started, a race ThreadSanitizer found when a sink read the metrics at once).
+TEST_F(PipelineTest, MetricsAndThePlanAnswerAHostFunctionsFirstCall) {
+  pipeline p(rt(), {"asked at once"});
+  std::size_t stages_seen = 0;
+  std::string plan_seen;
+  auto src = p.add_source<msg>("source", [&, next = counting_source(1000), first = true]() mutable {
+    if (first) stages_seen = p.metrics().stages.size(), plan_seen = p.plan(), first = false;
+    return next();
+  });
+  checker check;
+  auto sink = p.add_sink<msg>("check", [&](const msg& m) { check(m); });
+  p.connect(src.out(), sink.in());
+  p.run();
+  EXPECT_EQ(stages_seen, 2u) << "the first call saw no running pipeline";
+  EXPECT_NE(plan_seen.find("source"), std::string::npos) << plan_seen;
+  EXPECT_EQ(check.expected, 1000u);
+  EXPECT_EQ(check.errors, 0u) << check.first_error;
+}
+
 } // namespace

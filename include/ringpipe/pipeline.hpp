@@ -255,6 +255,8 @@ public:
     return ring<T>(port_ring(name, message_type::of<T>(), false));
   }
 
+  /// A snapshot of every stage's and link's counts (empty before start()). Any thread may ask,
+  /// a host function of this pipeline too, from its first call; so may it ask for plan().
   pipeline_metrics metrics() const;
 
   // --- for the layers above (coordination: barriers over stages) ---

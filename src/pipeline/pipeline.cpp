@@ -172,8 +172,11 @@ void pipeline::start() {
                      : p.rt.narrow_threads();
   auto run = std::make_unique<detail::runner>(p.rt, g, std::move(planned), p.options);
   run->start();
+  // Held before a host function runs: one may call metrics() or plan() from its first call, on
+  // a runtime thread, which the post of its first turn orders after this store.
   p.run = std::move(run);
   p.threads = std::move(threads);
+  p.run->start_host_stages();
   if (p.options.on_metrics)
     p.watch = std::make_unique<detail::metrics_watch>(
         p.rt, p.options.name, p.options.metrics_every, [&p] { return p.run->metrics(); }, p.options.on_metrics);

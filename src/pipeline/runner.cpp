@@ -63,6 +63,9 @@ void runner::start() {
     throw;
   }
   start_time_ = std::chrono::steady_clock::now();
+}
+
+void runner::start_host_stages() {
   for (auto& a : actors_)
     a->start();
 }

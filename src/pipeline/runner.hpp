@@ -53,8 +53,12 @@ public:
   ~runner();
 
   /// Builds the kernels (build and size errors, naming the stage), then rings, stages and
-  /// movers, then launches; on an error nothing is left running.
+  /// movers, then launches the kernels; on an error nothing is left running. No host function
+  /// runs before start_host_stages().
   void start();
+  /// Lets the host stages run: from their first call they may ask the pipeline for its metrics
+  /// and plan, so the pipeline holds this runner before it calls this.
+  void start_host_stages();
   void wait(std::chrono::nanoseconds timeout);
   stop_report stop() noexcept;
   std::exception_ptr failure() const;
