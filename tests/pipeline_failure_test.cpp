@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <thread>
 
@@ -292,6 +294,87 @@ TEST_F(PipelineTest, StopWithMessagesInFlightReportsEveryUndeliveredMessage) {
       << report.text();
   std::printf("stopped mid-stream: generated %u, delivered %u, %s\n", generated.load(), delivered.load(),
               report.text().c_str());
+}
+
+// A host function that stops its own pipeline (a sink that has seen enough): stop() returns at
+// once (it does not wait for the function that called it), a thread in wait() is released with
+// errc::cancelled, the stage is not called again, and the report counts the run the function was
+// in as the stage leaves it. The message a per-message transform was on when it called stop()
+// counts as given to it; what it returns from that call is not passed on.
+TEST_F(PipelineTest, AHostFunctionThatStopsItsPipelineReleasesWaitAndAccountsForEveryMessage) {
+  enum class where { sink, batch_sink, transform, source };
+  for (const where at : {where::sink, where::batch_sink, where::transform, where::source}) {
+    SCOPED_TRACE(static_cast<int>(at));
+    std::atomic<std::uint32_t> generated{0}, delivered{0}, after_stop{0};
+    std::atomic<bool> stopped{false};
+    std::atomic<std::int64_t> stop_took_ms{-1};
+    stop_report report;
+    pipeline_options options{.name = "stops itself"};
+    options.give_up_after = 20s; // a stop that waited for its own caller would take this long
+    pipeline p(rt(), options);
+    const auto stop_here = [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      report = p.stop();
+      stop_took_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+      stopped = true;
+    };
+    auto src = p.add_source<msg>("source", [&]() -> std::optional<msg> {
+      const auto n = generated++;
+      if (at == where::source && n == 3000) stop_here(); // made after the stop: not counted
+      return make_test_message<16>(n);
+    });
+    auto mid = p.add_host<msg, msg>("mid", [&](const msg& m) {
+      if (at == where::transform && m.seq == 2000) stop_here();
+      return m;
+    });
+    const auto take = [&](const msg& m) {
+      after_stop += stopped ? 1 : 0;
+      delivered++;
+      if ((at == where::sink || at == where::batch_sink) && m.seq == 2000) stop_here();
+    };
+    std::optional<stage_ref<msg, no_message>> sink;
+    if (at == where::batch_sink)
+      sink = p.add_sink_batch<msg>("sink", [&](std::span<const msg> run) {
+        for (const auto& m : run)
+          take(m);
+      });
+    else
+      sink = p.add_sink<msg>("sink", take);
+    p.connect(src.out(), mid.in());
+    p.connect(mid.out(), sink->in());
+    p.start();
+    expect_error([&] { p.wait(60s); }, make_error_code(errc::cancelled), {"pipeline 'stops itself' was stopped"},
+                 "wait() returned after a stop");
+    ASSERT_TRUE(stopped.load());
+    EXPECT_LT(stop_took_ms.load(), 10000) << "stop() waited for the function that called it";
+    const std::uint32_t given_to_mid = at == where::transform ? 1 : 0;
+    const std::uint32_t made_after = at == where::source ? 1 : 0;
+    EXPECT_EQ(delivered.load() + report.undelivered + given_to_mid + made_after, generated.load())
+        << report.text() << "; generated " << generated.load() << ", delivered " << delivered.load();
+    // A batch function gets its whole run at once: the rest of that run is its own to take.
+    if (at != where::batch_sink) {
+      EXPECT_EQ(after_stop.load(), 0u) << "the sink was called after the stop";
+    }
+    EXPECT_EQ(report.lost, 0u) << report.text();
+  }
+}
+
+// A stop by another thread releases a thread in wait() at once (it waited for its own timeout).
+TEST_F(PipelineTest, AStopByAnotherThreadReleasesAThreadInWait) {
+  pipeline p(rt(), {"stopped elsewhere"});
+  auto src =
+      p.add_source<msg>("source", [n = 0u]() mutable -> std::optional<msg> { return make_test_message<16>(n++); });
+  auto sink = p.add_sink<msg>("sink", [](const msg&) {});
+  p.connect(src.out(), sink.in());
+  p.start();
+  auto waiting = std::async(std::launch::async, [&] {
+    expect_error([&] { p.wait(60s); }, make_error_code(errc::cancelled), {"pipeline 'stopped elsewhere' was stopped"},
+                 "wait() returned after a stop");
+  });
+  std::this_thread::sleep_for(20ms);
+  (void)p.stop();
+  EXPECT_EQ(waiting.wait_for(30s), std::future_status::ready) << "wait() still waits 30 s after the stop";
 }
 
 } // namespace

@@ -235,7 +235,9 @@ public:
   void start();
   /// Returns when every sink and outlet has seen the end of the stream and every kernel has
   /// stopped; throws the first failure, naming its stage, after stopping everything; throws
-  /// errc::timeout naming the stages that have not finished.
+  /// errc::cancelled once stop() was called (by any thread, a host function of this pipeline
+  /// too), when the stages have left; throws errc::timeout naming the stages that have not
+  /// finished.
   void wait(std::chrono::nanoseconds timeout = std::chrono::minutes(10));
   void run(std::chrono::nanoseconds timeout = std::chrono::minutes(10)) {
     start();
@@ -243,7 +245,10 @@ public:
   }
   /// Stops everything at once and reports what was left undelivered: every message pushed before
   /// the stop was either delivered or is counted here, by the ring it waits in. Also after a
-  /// failure. Never throws.
+  /// failure. Never throws. Any thread; a thread in wait() is released with errc::cancelled. A
+  /// host function of this pipeline may call it too (a sink that has seen enough): its stage is
+  /// not called again and leaves when the function returns; the report counts the messages
+  /// given to that function as delivered, and what it returns from that call is not passed on.
   stop_report stop() noexcept;
   /// The first failure, if any.
   std::exception_ptr failure() const;

@@ -64,6 +64,8 @@ public:
     in.popped.fetch_add(n, std::memory_order_relaxed);
     next_ = (peeked_ + 1) % inputs_.size();
   }
+  /// The ring of the last read_run.
+  const ring_buffer* last_read() const noexcept { return inputs_.empty() ? nullptr : inputs_[peeked_]->ring.get(); }
   bool all_drained() const {
     return std::all_of(inputs_.begin(), inputs_.end(), [](const auto& in) { return in->ring->drained(); });
   }

@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ringpipe::detail {
@@ -69,6 +70,19 @@ public:
   std::uint32_t pace() const noexcept { return poller_.pace(); }
   /// Waits until the stage has left its loop (finished, failed or stopped).
   bool wait_exited(std::chrono::nanoseconds timeout) const;
+  /// Whether the calling thread is in this stage's turn (its function called the caller).
+  bool in_turn_on_this_thread() const noexcept {
+    return in_turn_on_.load(std::memory_order_acquire) == std::this_thread::get_id();
+  }
+  /// What a stop called from inside this stage's function finds of its run: `taken` messages
+  /// given to the function still in `window`'s slots (taken when the function returns), `made`
+  /// results not yet pushed (pushed then). Marks the run stopped inside (run_progress). Only on
+  /// the thread in its turn (in_turn_on_this_thread); nothing where no run is in progress.
+  struct run_at_stop {
+    const ring_buffer* window = nullptr;
+    std::uint64_t taken = 0, made = 0;
+  };
+  run_at_stop stop_inside_turn() noexcept;
 
   const std::string& name() const noexcept { return name_; }
   const std::vector<std::unique_ptr<stage_input>>& inputs() const noexcept { return inputs_.all(); }
@@ -86,6 +100,22 @@ public:
   std::atomic<bool> exited{false};
 
 protected:
+  /// While a host function runs over `p` (read in place from the last in_run where `from_window`):
+  /// what stop_inside_turn() reads. On the stage's thread only.
+  class watched_run {
+  public:
+    watched_run(host_stage& s, run_progress& p, bool from_window) noexcept : s_(s) {
+      p.stopped = &s.stop_;
+      s.run_ = &p;
+      s.run_from_window_ = from_window;
+    }
+    ~watched_run() { s_.run_ = nullptr; }
+    watched_run(const watched_run&) = delete;
+    watched_run& operator=(const watched_run&) = delete;
+
+  private:
+    host_stage& s_;
+  };
   /// One turn: up to batch() messages. Returns how many were taken (or generated).
   virtual std::size_t turn() = 0;
   /// Paced (poll_for_throughput): sets the pace from the rings and fill limits; at start(), and
@@ -147,13 +177,17 @@ private:
   bool paced_ = false;
   mutable std::mutex mutex_;
   mutable std::condition_variable exited_cv_;
+  std::atomic<std::thread::id> in_turn_on_{}; // the thread in turn(), while one is
+  run_progress* run_ = nullptr;               // the run a host function is in (watched_run)
+  bool run_from_window_ = false;
 };
 
 template <class Handle> std::size_t host_stage::each_message(Handle&& handle) {
   return std::visit(
       [&](auto& fan) {
         std::size_t moved = 0;
-        while (moved < batch_ && fan.has_room(outputs_) && inputs_.pop(in_buf_.data())) {
+        while (moved < batch_ && !stop_.load(std::memory_order_acquire) && fan.has_room(outputs_) &&
+               inputs_.pop(in_buf_.data())) {
           msgs_in.fetch_add(1, std::memory_order_relaxed);
           ++moved;
           try {

@@ -13,6 +13,7 @@ std::size_t source_stage::turn() {
     const auto out = out_run(batch());
     if (out.room == 0) return 0; // a batch source never sees an empty span
     run_progress p;
+    const watched_run watch(*this, p, false);
     try {
       generate_(out.data, out.room, p);
     } catch (...) {
@@ -28,6 +29,7 @@ std::size_t source_stage::turn() {
         std::size_t moved = 0;
         while (moved < batch() && fan.has_room(outputs_)) {
           run_progress p;
+          const watched_run watch(*this, p, false);
           generate_(out_buf_.data(), 1, p);
           if (p.made == 1) push(fan, out_buf_.data());
           moved += p.made;
@@ -35,7 +37,7 @@ std::size_t source_stage::turn() {
             end_stream();
             break;
           }
-          if (p.made == 0) break; // a batch source with nothing yet
+          if (p.made == 0 || p.stop_seen()) break; // a batch source with nothing yet, or stopped
         }
         return moved;
       },
@@ -55,20 +57,22 @@ std::size_t transform_stage::turn() {
   if (runs_possible()) {
     const auto out = out_run(batch());
     const auto in = in_run(out.room);
-    moved = in.size() / in_size();
     run_progress p;
+    const watched_run watch(*this, p, true);
     try {
-      if (moved > 0) transform_(in.data(), moved, out.data, p);
+      if (in.size() > 0) transform_(in.data(), in.size() / in_size(), out.data, p);
     } catch (...) {
       lose_at_throw(p);
       push_run(p.made);
       throw;
     }
+    moved = p.taken; // all of the run, unless the stage was stopped in it
     take_run(moved);
     push_run(p.made);
   } else {
     moved = each_message([&](const std::byte* in, auto& fan) {
       run_progress p;
+      const watched_run watch(*this, p, false); // popped: no longer in the ring
       transform_(in, 1, out_buf_.data(), p);
       if (p.made == 1) push(fan, out_buf_.data());
     });
@@ -78,14 +82,15 @@ std::size_t transform_stage::turn() {
 
 std::size_t sink_stage::turn() {
   const auto in = in_run(batch());
-  const auto moved = in.size() / in_size();
   run_progress p;
+  const watched_run watch(*this, p, true);
   try {
-    if (moved > 0) consume_(in.data(), moved, p);
+    if (in.size() > 0) consume_(in.data(), in.size() / in_size(), p);
   } catch (...) {
     lose_at_throw(p);
     throw;
   }
+  const std::size_t moved = p.taken; // all of the run, unless the stage was stopped in it
   take_run(moved);
   return end_if_drained(moved, batch(), inputs_, [&] { end_stream(); });
 }

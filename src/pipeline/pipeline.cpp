@@ -190,21 +190,16 @@ void pipeline::wait(std::chrono::nanoseconds timeout) {
     impl_->run->wait(timeout);
   } catch (const error& e) {
     // Still running after a timeout: the callbacks go on, on the threads it holds.
-    if (e.code() != make_error_code(errc::timeout)) {
-      if (impl_->watch) impl_->watch->finish();
-      impl_->threads = {};
-    }
+    if (e.code() != make_error_code(errc::timeout)) impl_->ended();
     throw;
   }
-  if (impl_->watch) impl_->watch->finish();
-  impl_->threads = {}; // ended: a narrowing hold no longer keeps the runtime on one thread
+  impl_->ended(); // a narrowing hold no longer keeps the runtime on one thread
 }
 
 stop_report pipeline::stop() noexcept {
   if (!impl_->run) return {};
   auto report = impl_->run->stop();
-  if (impl_->watch) impl_->watch->finish();
-  impl_->threads = {};
+  impl_->ended();
   return report;
 }
 

@@ -7,6 +7,7 @@
 #include "runner.hpp"
 
 #include <memory>
+#include <mutex>
 
 namespace ringpipe::detail {
 
@@ -22,6 +23,14 @@ struct pipeline_impl {
   std::unique_ptr<runner> run;          // after start()
   std::unique_ptr<metrics_watch> watch; // after start(), with on_metrics; destroyed before `run`
   host_capacity host() const { return {rt.host_cores(), rt.thread_limit()}; }
+  /// The run ended (wait() returned or threw, or stop()): the last metrics call, and the io
+  /// threads let go. wait() and stop() may end it at once on two threads.
+  void ended() noexcept {
+    if (watch) watch->finish(); // once, whoever comes first (metrics_watch)
+    std::lock_guard lock(ended_mutex);
+    threads = {};
+  }
+  std::mutex ended_mutex; // guards `threads` once started
   /// The graph start() runs: this rank's part, or the whole.
   const graph& graph_run() const { return part ? part->local : g; }
 };

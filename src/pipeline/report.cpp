@@ -4,6 +4,8 @@
 
 #include <ringpipe/link.hpp>
 
+#include <algorithm>
+
 namespace ringpipe::detail {
 
 std::string runner::stage_label(std::size_t i) const {
@@ -191,6 +193,46 @@ pipeline_metrics runner::metrics() const {
     m.links.push_back(std::move(lm));
   }
   return m;
+}
+
+stop_report runner::undelivered(const host_stage* in_turn, const host_stage::run_at_stop& run) const {
+  stop_report report;
+  // Every ring once, named as the user knows it: a link's rings (one, or two around a mover) under
+  // the link's name; the ring a merge feeds or a split drains under the kernel's port.
+  std::vector<const ring_buffer*> seen;
+  auto count = [&](const std::string& name, std::initializer_list<const std::shared_ptr<ring_buffer>*> rings) {
+    std::uint64_t n = 0;
+    for (const auto* r : rings)
+      if (*r && std::find(seen.begin(), seen.end(), r->get()) == seen.end()) {
+        seen.push_back(r->get());
+        const std::uint64_t size = (*r)->size();
+        n += r->get() == run.window ? size - std::min(size, run.taken) : size; // given to the function
+      }
+    if (n == 0) return;
+    report.undelivered += n;
+    report.rings.push_back({name, n});
+  };
+  for (std::size_t ei = 0; ei < links_.size(); ++ei)
+    count(g_.edges[ei].ring_name(), {&links_[ei].producer_ring, &links_[ei].consumer_ring});
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    const std::uint64_t lost = stages_[i].kernel  ? stages_[i].kernel->stats().lost
+                               : stages_[i].actor ? stages_[i].actor->lost.load(std::memory_order_relaxed)
+                                                  : 0;
+    if (lost > 0) {
+      report.lost += lost;
+      report.lost_in.push_back({g_.stages[i].name, lost});
+    }
+    if (const auto& a = stages_[i].actor) {
+      const std::uint64_t held = a->held() + (a.get() == in_turn ? run.made : 0); // made, pushed on its return
+      if (held > 0) {
+        report.undelivered += held;
+        report.rings.push_back({g_.stages[i].name + " (held by the stage)", held});
+      }
+    }
+    count(g_.stages[i].in_port() + " (merged)", {&stages_[i].kernel_in});
+    count(g_.stages[i].out_port() + " (to split)", {&stages_[i].kernel_out});
+  }
+  return report;
 }
 
 } // namespace ringpipe::detail

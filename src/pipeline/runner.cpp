@@ -278,8 +278,9 @@ void runner::cancel_rings(const std::string& reason) noexcept {
 
 void runner::join(std::chrono::steady_clock::time_point deadline) {
   const auto left = [&] { return std::max(deadline - std::chrono::steady_clock::now(), std::chrono::nanoseconds(0)); };
+  // A stage whose function called this (a sink that stops the pipeline) leaves when it returns.
   for (auto& a : actors_)
-    if (!a->wait_exited(left()))
+    if (!a->in_turn_on_this_thread() && !a->wait_exited(left()))
       std::fprintf(stderr, "ringpipe: pipeline '%s': stage '%s' is still in its function; given up on\n",
                    g_.name.c_str(), a->name().c_str());
   for (std::size_t i = 0; i < stages_.size(); ++i) {
@@ -326,8 +327,9 @@ void runner::wait(std::chrono::nanoseconds timeout) {
                                                                    "the code driving it: " + port->cancel_reason())));
     }
     lock.lock();
-    if (auto f = first_failure_) {
-      // record_failure() halted everything: wait, up to give_up_after, for it to stop.
+    // A failure, or a stop by any thread (a host function of this pipeline too), ends the wait
+    // at once, once the stages have left (up to give_up_after).
+    if (auto f = first_failure_ ? first_failure_ : stopped_) {
       lock.unlock();
       join(clock::now() + options_.give_up_after);
       std::rethrow_exception(f);
@@ -352,41 +354,19 @@ void runner::wait(std::chrono::nanoseconds timeout) {
 }
 
 stop_report runner::stop() noexcept {
-  stop_report report;
-  halt("pipeline '" + g_.name + "' was stopped");
-  join(std::chrono::steady_clock::now() + options_.give_up_after);
-  // Every ring once, named as the user knows it: a link's rings (one, or two around a mover) under
-  // the link's name; the ring a merge feeds or a split drains under the kernel's port.
-  std::vector<const ring_buffer*> seen;
-  auto count = [&](const std::string& name, std::initializer_list<const std::shared_ptr<ring_buffer>*> rings) {
-    std::uint64_t n = 0;
-    for (const auto* r : rings)
-      if (*r && std::find(seen.begin(), seen.end(), r->get()) == seen.end()) {
-        seen.push_back(r->get());
-        n += (*r)->size();
-      }
-    if (n == 0) return;
-    report.undelivered += n;
-    report.rings.push_back({name, n});
-  };
-  for (std::size_t ei = 0; ei < links_.size(); ++ei)
-    count(g_.edges[ei].ring_name(), {&links_[ei].producer_ring, &links_[ei].consumer_ring});
-  for (std::size_t i = 0; i < stages_.size(); ++i) {
-    const std::uint64_t lost = stages_[i].kernel  ? stages_[i].kernel->stats().lost
-                               : stages_[i].actor ? stages_[i].actor->lost.load(std::memory_order_relaxed)
-                                                  : 0;
-    if (lost > 0) {
-      report.lost += lost;
-      report.lost_in.push_back({g_.stages[i].name, lost});
-    }
-    if (const auto& a = stages_[i].actor; a && a->held() > 0) {
-      report.undelivered += a->held();
-      report.rings.push_back({g_.stages[i].name + " (held by the stage)", a->held()});
-    }
-    count(g_.stages[i].in_port() + " (merged)", {&stages_[i].kernel_in});
-    count(g_.stages[i].out_port() + " (to split)", {&stages_[i].kernel_out});
+  const std::string reason = "pipeline '" + g_.name + "' was stopped";
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopped_) stopped_ = std::make_exception_ptr(error(errc::cancelled, reason));
   }
-  return report;
+  changed_.notify_all();
+  halt(reason);
+  join(std::chrono::steady_clock::now() + options_.give_up_after);
+  // A host function that called this is still in its run: the report counts that run as the
+  // stage will leave it when the function returns.
+  for (const auto& a : actors_)
+    if (a->in_turn_on_this_thread()) return undelivered(a.get(), a->stop_inside_turn());
+  return undelivered(nullptr, {});
 }
 
 } // namespace ringpipe::detail

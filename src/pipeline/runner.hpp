@@ -59,7 +59,10 @@ public:
   /// Lets the host stages run: from their first call they may ask the pipeline for its metrics
   /// and plan, so the pipeline holds this runner before it calls this.
   void start_host_stages();
+  /// Returns when every stage finished; throws the first failure, or errc::cancelled after
+  /// stop(), once the stages have left; errc::timeout naming those still running.
   void wait(std::chrono::nanoseconds timeout);
+  /// Any thread, a host function of this pipeline too (its stage is not waited for).
   stop_report stop() noexcept;
   std::exception_ptr failure() const;
   std::shared_ptr<ring_buffer> port(std::size_t stage) const { return stages_[stage].port; }
@@ -115,6 +118,10 @@ private:
   mutable std::mutex mutex_;
   std::condition_variable changed_; // a stage finished, left or failed
   std::exception_ptr first_failure_;
+  std::exception_ptr stopped_; // stop() was called: what wait() throws (errc::cancelled)
+  /// The stop's report (report.cpp): what the rings and stages hold, `in_turn`'s run (a stage
+  /// whose function called stop()) counted as `run` says it will be left.
+  stop_report undelivered(const host_stage* in_turn, const host_stage::run_at_stop& run) const;
 };
 
 } // namespace ringpipe::detail

@@ -5,6 +5,7 @@
 
 #include <ringpipe/error.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <functional>
@@ -25,6 +26,14 @@ struct run_progress {
   std::size_t made = 0;
   std::size_t at_risk = 1;
   bool ended = false; ///< sources: the stream ended after `made` messages
+  /// The stage was stopped: a per-message adapter ends the run after the message it is on, and
+  /// the rest stays in the ring for the stop's report to count.
+  const std::atomic<bool>* stopped = nullptr;
+  /// The function called pipeline::stop itself (set on its thread, from inside the call): the
+  /// report counted the run as it stood, so what the function returns from that call was made
+  /// after the stop and is not passed on (the messages it took count as given to it).
+  bool stopped_inside = false;
+  bool stop_seen() const noexcept { return stopped != nullptr && stopped->load(std::memory_order_acquire); }
 };
 
 using generate_run = std::function<void(std::byte* out, std::size_t room, run_progress&)>;
@@ -54,13 +63,16 @@ inline void check_batch_count(std::size_t returned, std::size_t room, const char
 
 template <class T, class Gen> generate_run per_message_source(Gen gen) {
   return [gen = std::move(gen)](std::byte* out, std::size_t room, run_progress& p) mutable {
-    for (; p.made < room; ++p.made) {
+    while (p.made < room) {
       std::optional<T> m = gen();
+      if (p.stopped_inside) return;
       if (!m) {
         p.ended = true;
         return;
       }
       std::memcpy(out + p.made * sizeof(T), &*m, sizeof(T));
+      ++p.made;
+      if (p.stop_seen()) return;
     }
   };
 }
@@ -69,6 +81,7 @@ template <class T, class Gen> generate_run batch_source(Gen gen) {
   static_assert(viewable_in_blocks<T>, "batch functions take messages aligned to at most the default new alignment");
   return [gen = std::move(gen)](std::byte* out, std::size_t room, run_progress& p) mutable {
     const std::optional<std::size_t> n = gen(view_run<T>(out, room));
+    if (p.stopped_inside) return;
     if (!n) {
       p.ended = true;
       return;
@@ -80,17 +93,17 @@ template <class T, class Gen> generate_run batch_source(Gen gen) {
 
 template <class In, class Out, class Fn> transform_run per_message_transform(Fn fn) {
   return [fn = std::move(fn)](const std::byte* in, std::size_t n, std::byte* out, run_progress& p) mutable {
-    for (; p.taken < n; ++p.taken) {
+    while (p.taken < n) {
       const In m = load_message<In>(in + p.taken * sizeof(In));
       if constexpr (std::is_same_v<std::invoke_result_t<Fn&, const In&>, std::optional<Out>>) {
         const std::optional<Out> r = fn(m);
-        if (!r) continue;
-        std::memcpy(out + p.made * sizeof(Out), &*r, sizeof(Out));
+        if (r && !p.stopped_inside) std::memcpy(out + p.made++ * sizeof(Out), &*r, sizeof(Out));
       } else {
         const Out r = fn(m);
-        std::memcpy(out + p.made * sizeof(Out), &r, sizeof(Out));
+        if (!p.stopped_inside) std::memcpy(out + p.made++ * sizeof(Out), &r, sizeof(Out));
       }
-      ++p.made;
+      ++p.taken;
+      if (p.stop_seen()) return;
     }
   };
 }
@@ -103,14 +116,17 @@ template <class In, class Out, class Fn> transform_run batch_transform(Fn fn) {
     const std::size_t made = fn(view_run<In>(in, n), view_run<Out>(out, n));
     check_batch_count(made, n, "a batch host function");
     p.taken = n;
-    p.made = made;
+    p.made = p.stopped_inside ? 0 : made;
   };
 }
 
 template <class In, class Fn> consume_run per_message_sink(Fn fn) {
   return [fn = std::move(fn)](const std::byte* in, std::size_t n, run_progress& p) mutable {
-    for (; p.taken < n; ++p.taken)
+    while (p.taken < n) {
       fn(static_cast<const In&>(load_message<In>(in + p.taken * sizeof(In))));
+      ++p.taken;
+      if (p.stop_seen()) return;
+    }
   };
 }
 
