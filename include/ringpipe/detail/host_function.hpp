@@ -33,7 +33,7 @@ struct run_progress {
   /// report counted the run as it stood, so what the function returns from that call was made
   /// after the stop and is not passed on (the messages it took count as given to it).
   bool stopped_inside = false;
-  bool stop_seen() const noexcept { return stopped != nullptr && stopped->load(std::memory_order_acquire); }
+  bool stop_seen() const noexcept { return stopped != nullptr && stopped->load(std::memory_order_relaxed); }
 };
 
 using generate_run = std::function<void(std::byte* out, std::size_t room, run_progress&)>;
@@ -65,14 +65,15 @@ template <class T, class Gen> generate_run per_message_source(Gen gen) {
   return [gen = std::move(gen)](std::byte* out, std::size_t room, run_progress& p) mutable {
     while (p.made < room) {
       std::optional<T> m = gen();
-      if (p.stopped_inside) return;
+      const bool stopped = p.stop_seen(); // one look a message: stopped_inside implies it
+      if (stopped && p.stopped_inside) return;
       if (!m) {
         p.ended = true;
         return;
       }
       std::memcpy(out + p.made * sizeof(T), &*m, sizeof(T));
       ++p.made;
-      if (p.stop_seen()) return;
+      if (stopped) return;
     }
   };
 }
@@ -95,15 +96,18 @@ template <class In, class Out, class Fn> transform_run per_message_transform(Fn 
   return [fn = std::move(fn)](const std::byte* in, std::size_t n, std::byte* out, run_progress& p) mutable {
     while (p.taken < n) {
       const In m = load_message<In>(in + p.taken * sizeof(In));
+      bool stopped = false; // one look a message: stopped_inside implies it
       if constexpr (std::is_same_v<std::invoke_result_t<Fn&, const In&>, std::optional<Out>>) {
         const std::optional<Out> r = fn(m);
-        if (r && !p.stopped_inside) std::memcpy(out + p.made++ * sizeof(Out), &*r, sizeof(Out));
+        stopped = p.stop_seen();
+        if (r && !(stopped && p.stopped_inside)) std::memcpy(out + p.made++ * sizeof(Out), &*r, sizeof(Out));
       } else {
         const Out r = fn(m);
-        if (!p.stopped_inside) std::memcpy(out + p.made++ * sizeof(Out), &r, sizeof(Out));
+        stopped = p.stop_seen();
+        if (!(stopped && p.stopped_inside)) std::memcpy(out + p.made++ * sizeof(Out), &r, sizeof(Out));
       }
       ++p.taken;
-      if (p.stop_seen()) return;
+      if (stopped) return;
     }
   };
 }
