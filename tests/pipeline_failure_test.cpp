@@ -311,6 +311,8 @@ TEST_F(PipelineTest, AHostFunctionThatStopsItsPipelineReleasesWaitAndAccountsFor
     stop_report report;
     pipeline_options options{.name = "stops itself"};
     options.give_up_after = 20s; // a stop that waited for its own caller would take this long
+    std::atomic<int> metrics_calls{0};
+    options.on_metrics = [&](const pipeline_metrics&) { ++metrics_calls; }; // finished by the stop
     pipeline p(rt(), options);
     const auto stop_here = [&] {
       const auto t0 = std::chrono::steady_clock::now();
@@ -357,6 +359,7 @@ TEST_F(PipelineTest, AHostFunctionThatStopsItsPipelineReleasesWaitAndAccountsFor
       EXPECT_EQ(after_stop.load(), 0u) << "the sink was called after the stop";
     }
     EXPECT_EQ(report.lost, 0u) << report.text();
+    EXPECT_GE(metrics_calls.load(), 1) << "the stop made no last metrics call";
   }
 }
 

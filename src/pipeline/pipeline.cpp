@@ -176,10 +176,10 @@ void pipeline::start() {
   // a runtime thread, which the post of its first turn orders after this store.
   p.run = std::move(run);
   p.threads = std::move(threads);
-  p.run->start_host_stages();
-  if (p.options.on_metrics)
+  if (p.options.on_metrics) // before a host function may stop the pipeline, which finishes it
     p.watch = std::make_unique<detail::metrics_watch>(
         p.rt, p.options.name, p.options.metrics_every, [&p] { return p.run->metrics(); }, p.options.on_metrics);
+  p.run->start_host_stages();
 }
 
 std::exception_ptr pipeline::failure() const { return impl_->run ? impl_->run->failure() : nullptr; }
