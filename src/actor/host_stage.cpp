@@ -68,8 +68,28 @@ bool host_stage::wait_exited(std::chrono::nanoseconds timeout) const {
   return exited_cv_.wait_for(lock, timeout, [&] { return exited.load(std::memory_order_acquire); });
 }
 
+namespace {
+// The stage whose host function this thread is in (watched_run), for a stop called from inside.
+thread_local const host_stage* in_function = nullptr;
+} // namespace
+
+host_stage::watched_run::watched_run(host_stage& s, run_progress& p, bool from_window) noexcept
+    : s_(s), outer_(in_function) {
+  p.stopped = &s.stop_;
+  s.run_ = &p;
+  s.run_from_window_ = from_window;
+  in_function = &s;
+}
+
+host_stage::watched_run::~watched_run() {
+  s_.run_ = nullptr;
+  in_function = outer_;
+}
+
+bool host_stage::in_function_on_this_thread() const noexcept { return in_function == this; }
+
 host_stage::run_at_stop host_stage::stop_inside_turn() noexcept {
-  if (!in_turn_on_this_thread() || run_ == nullptr) return {};
+  if (!in_function_on_this_thread() || run_ == nullptr) return {};
   run_->stopped_inside = true;
   // A per-message function holds one message (at_risk), a batch function its whole batch.
   return {run_from_window_ ? inputs_.last_read() : nullptr, run_from_window_ ? run_->taken + run_->at_risk : 0,
@@ -93,11 +113,6 @@ poll_result host_stage::step() {
   std::size_t moved = 0;
   try {
     const auto t0 = std::chrono::steady_clock::now();
-    in_turn_on_.store(std::this_thread::get_id(), std::memory_order_release);
-    const struct turn_ends {
-      std::atomic<std::thread::id>& on;
-      ~turn_ends() { on.store({}, std::memory_order_release); }
-    } ends{in_turn_on_};
     moved = turn();
     if (moved > 0) {
       poller_.moved(moved);

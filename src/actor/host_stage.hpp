@@ -20,7 +20,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace ringpipe::detail {
@@ -70,14 +69,12 @@ public:
   std::uint32_t pace() const noexcept { return poller_.pace(); }
   /// Waits until the stage has left its loop (finished, failed or stopped).
   bool wait_exited(std::chrono::nanoseconds timeout) const;
-  /// Whether the calling thread is in this stage's turn (its function called the caller).
-  bool in_turn_on_this_thread() const noexcept {
-    return in_turn_on_.load(std::memory_order_acquire) == std::this_thread::get_id();
-  }
+  /// Whether the calling thread is in this stage's host function (it called the caller).
+  bool in_function_on_this_thread() const noexcept;
   /// What a stop called from inside this stage's function finds of its run: `taken` messages
   /// given to the function still in `window`'s slots (taken when the function returns), `made`
   /// results not yet pushed (pushed then). Marks the run stopped inside (run_progress). Only on
-  /// the thread in its turn (in_turn_on_this_thread); nothing where no run is in progress.
+  /// the thread in its turn (in_function_on_this_thread); nothing where no run is in progress.
   struct run_at_stop {
     const ring_buffer* window = nullptr;
     std::uint64_t taken = 0, made = 0;
@@ -104,17 +101,14 @@ protected:
   /// what stop_inside_turn() reads. On the stage's thread only.
   class watched_run {
   public:
-    watched_run(host_stage& s, run_progress& p, bool from_window) noexcept : s_(s) {
-      p.stopped = &s.stop_;
-      s.run_ = &p;
-      s.run_from_window_ = from_window;
-    }
-    ~watched_run() { s_.run_ = nullptr; }
+    watched_run(host_stage& s, run_progress& p, bool from_window) noexcept;
+    ~watched_run();
     watched_run(const watched_run&) = delete;
     watched_run& operator=(const watched_run&) = delete;
 
   private:
     host_stage& s_;
+    const host_stage* outer_; // the stage whose function this thread was in before (none)
   };
   /// One turn: up to batch() messages. Returns how many were taken (or generated).
   virtual std::size_t turn() = 0;
@@ -177,8 +171,7 @@ private:
   bool paced_ = false;
   mutable std::mutex mutex_;
   mutable std::condition_variable exited_cv_;
-  std::atomic<std::thread::id> in_turn_on_{}; // the thread in turn(), while one is
-  run_progress* run_ = nullptr;               // the run a host function is in (watched_run)
+  run_progress* run_ = nullptr; // the run a host function is in (watched_run; its thread only)
   bool run_from_window_ = false;
 };
 

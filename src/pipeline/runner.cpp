@@ -280,7 +280,7 @@ void runner::join(std::chrono::steady_clock::time_point deadline) {
   const auto left = [&] { return std::max(deadline - std::chrono::steady_clock::now(), std::chrono::nanoseconds(0)); };
   // A stage whose function called this (a sink that stops the pipeline) leaves when it returns.
   for (auto& a : actors_)
-    if (!a->in_turn_on_this_thread() && !a->wait_exited(left()))
+    if (!a->in_function_on_this_thread() && !a->wait_exited(left()))
       std::fprintf(stderr, "ringpipe: pipeline '%s': stage '%s' is still in its function; given up on\n",
                    g_.name.c_str(), a->name().c_str());
   for (std::size_t i = 0; i < stages_.size(); ++i) {
@@ -365,7 +365,7 @@ stop_report runner::stop() noexcept {
   // A host function that called this is still in its run: the report counts that run as the
   // stage will leave it when the function returns.
   for (const auto& a : actors_)
-    if (a->in_turn_on_this_thread()) return undelivered(a.get(), a->stop_inside_turn());
+    if (a->in_function_on_this_thread()) return undelivered(a.get(), a->stop_inside_turn());
   return undelivered(nullptr, {});
 }
 
