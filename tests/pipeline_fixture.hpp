@@ -1,7 +1,7 @@
 #pragma once
 // What the pipeline tests share: the test kernel, its host twin, counting sources, an in-order
 // checker and the fixture (pipeline_test.cpp: streams and shapes; pipeline_failure_test.cpp:
-// failures, backpressure, stops and refusals).
+// failures and backpressure; pipeline_stop_test.cpp: stops; pipeline_validation_test.cpp: refusals).
 
 #include <ringpipe/pipeline.hpp>
 #include <test_message.hpp>

@@ -208,3 +208,28 @@ TEST(Runtime, OneCoreHoldsOneThread) {
 }
 
 } // namespace
+
+// An io thread that waits for other work on the runtime (a host function that stops its own
+// pipeline waits for the other stages to leave) gets a stand-in, even where the user fixed one
+// thread; the stand-in parks again once the hold ends. Off the io threads a hold does nothing.
+TEST(Runtime, AnIoThreadThatWaitsOnTheRuntimeGetsAStandIn) {
+  runtime_options o;
+  o.threads = 1;
+  runtime rt(topology::from_devices({}), o);
+  { auto nothing = rt.stand_in_thread(); }
+  ASSERT_EQ(rt.threads(), 1u) << "a hold off the io threads changed nothing";
+  std::promise<void> other;
+  std::promise<bool> waited;
+  auto other_ran = other.get_future();
+  auto saw = waited.get_future();
+  boost::asio::post(rt.io(), [&] {
+    const auto stand_in = rt.stand_in_thread();
+    boost::asio::post(rt.io(), [&] { other.set_value(); });
+    waited.set_value(other_ran.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  });
+  EXPECT_TRUE(saw.get()) << "a handler queued behind a waiting io thread waited for it";
+  for (int i = 0; i < 1000 && rt.threads() != 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs after the hold ended";
+  EXPECT_FALSE(run_at_once(rt, 2, std::chrono::milliseconds(200))) << "two threads run where the user fixed one";
+}

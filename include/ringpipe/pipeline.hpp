@@ -249,10 +249,9 @@ public:
   /// host function of this pipeline may call it too (a sink that has seen enough): its stage is
   /// not called again and leaves when the function returns; the report counts the messages
   /// given to that function as delivered, and what it returns from that call is not passed on.
-  /// The other stages leave on the runtime's other threads (a parked one runs them after 10 ms);
-  /// with one io thread and none parked (runtime_options::threads = 1, one core) they cannot
-  /// while the function waits, and the stop gives up on them after give_up_after, as on stages
-  /// that do not stop.
+  /// The other stages leave on the runtime's other threads; where it has no other (one io
+  /// thread, or the others parked or held), one stands in while the function waits
+  /// (runtime::stand_in_thread).
   stop_report stop() noexcept;
   /// The first failure, if any.
   std::exception_ptr failure() const;

@@ -47,8 +47,8 @@ struct runtime_options {
 
 class runtime;
 
-/// The io threads a started pipeline keeps busy while it runs (runtime::hold_threads): held until
-/// this is destroyed or moved from.
+/// What a caller asks of the runtime's io threads while it runs (runtime::hold_threads,
+/// narrow_threads, stand_in_thread): held until this is destroyed or moved from.
 class thread_hold {
 public:
   thread_hold() = default;
@@ -60,10 +60,11 @@ public:
 
 private:
   friend class runtime;
-  thread_hold(runtime* rt, unsigned n, bool narrow) noexcept : rt_(rt), threads_(n), narrow_(narrow) {}
+  enum class kind : unsigned char { grow, narrow, stand_in }; // hold_threads, narrow_threads, stand_in_thread
+  thread_hold(runtime* rt, unsigned n, kind k) noexcept : rt_(rt), threads_(n), kind_(k) {}
   runtime* rt_ = nullptr;
   unsigned threads_ = 0;
-  bool narrow_ = false; // runtime::narrow_threads
+  kind kind_ = kind::grow;
 };
 
 class runtime {
@@ -103,6 +104,12 @@ public:
   /// 10 ms (a source or sink of the user's that blocks), a parked thread runs the other stages
   /// until that step returns. runtime_options::threads, where set, is kept.
   [[nodiscard]] thread_hold narrow_threads();
+  /// Called on one of this runtime's io threads that is about to block until other work on the
+  /// runtime is done (a host function that stops its pipeline waits for the other stages to
+  /// leave): one more io thread runs while the hold lives (a parked one let go, or one started
+  /// and parked again afterwards), so that work does not wait for the blocked thread. A runtime
+  /// fixed at one thread too. Elsewhere (not an io thread of this runtime) the hold does nothing.
+  [[nodiscard]] thread_hold stand_in_thread();
   /// runtime_options::host_cores, or the cores this process may run on (at least 1).
   unsigned host_cores() const noexcept;
 
@@ -135,19 +142,21 @@ private:
   std::vector<std::thread> threads_;
   std::atomic<unsigned> thread_count_{0}; // threads_ less those parked
   unsigned initial_threads_ = 0;
-  unsigned held_ = 0;     // the threads the hold_threads() holds alive ask for
-  unsigned growers_ = 0;  // hold_threads() holds alive
-  unsigned narrowed_ = 0; // narrow_threads() holds alive
-  unsigned parked_ = 0;   // park handlers posted and not yet returned
-  unsigned relief_ = 0;   // threads let out of park while a running one is held in a step
+  unsigned held_ = 0;      // the threads the hold_threads() holds alive ask for
+  unsigned growers_ = 0;   // hold_threads() holds alive
+  unsigned narrowed_ = 0;  // narrow_threads() holds alive
+  unsigned parked_ = 0;    // park handlers posted and not yet returned
+  unsigned relief_ = 0;    // threads let out of park while a running one is held in a step
+  unsigned stand_ins_ = 0; // stand_in_thread() holds alive: as many threads run beyond the rest
   std::vector<std::unique_ptr<detail::io_thread_state>> thread_states_; // one per thread in threads_
   std::condition_variable unpark_;
   bool stopped_ = false;
   void start_threads(unsigned n); // under threads_mutex_
-  void release_threads(unsigned n, bool narrow) noexcept;
+  void release_threads(unsigned n, thread_hold::kind k) noexcept;
   /// Under threads_mutex_: parks or lets go io threads so that as many run as the holds ask.
   void settle_threads();
-  unsigned running_wanted() const noexcept; // under threads_mutex_: at most threads_.size()
+  unsigned threads_wanted() const noexcept; // under threads_mutex_: what the holds ask, stand-ins included
+  unsigned running_wanted() const noexcept; // under threads_mutex_: threads_wanted(), at most threads_.size()
   /// An io thread's handler that blocks it while the runtime runs fewer threads than it has.
   void park();
   /// Under threads_mutex_: running threads held in one step for longer than the relief time.

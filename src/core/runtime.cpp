@@ -77,23 +77,38 @@ thread_hold runtime::hold_threads(unsigned n) {
   std::lock_guard lock(threads_mutex_);
   held_ += n, ++growers_;
   if (!stopped_) start_threads(std::min(held_, thread_limit()));
-  return thread_hold(this, n, false);
+  return thread_hold(this, n, thread_hold::kind::grow);
 }
 
 thread_hold runtime::narrow_threads() {
   std::lock_guard lock(threads_mutex_);
   ++narrowed_;
   if (!stopped_) settle_threads();
-  return thread_hold(this, 0, true);
+  return thread_hold(this, 0, thread_hold::kind::narrow);
 }
 
-void runtime::release_threads(unsigned n, bool narrow) noexcept {
+thread_hold runtime::stand_in_thread() {
+  if (this_io_runtime != this) return {};
   std::lock_guard lock(threads_mutex_);
-  if (narrow) {
-    narrowed_ -= std::min(narrowed_, 1u);
-  } else {
+  if (stopped_) return {};
+  ++stand_ins_;
+  // A parked thread is let go (settle); where none is, one more starts.
+  if (threads_wanted() > threads_.size())
+    start_threads(threads_wanted());
+  else
+    settle_threads();
+  return thread_hold(this, 0, thread_hold::kind::stand_in);
+}
+
+void runtime::release_threads(unsigned n, thread_hold::kind k) noexcept {
+  std::lock_guard lock(threads_mutex_);
+  switch (k) {
+  case thread_hold::kind::narrow: narrowed_ -= std::min(narrowed_, 1u); break;
+  case thread_hold::kind::stand_in: stand_ins_ -= std::min(stand_ins_, 1u); break;
+  case thread_hold::kind::grow:
     held_ -= std::min(held_, n);
     growers_ -= std::min(growers_, 1u);
+    break;
   }
   if (!stopped_) settle_threads();
 }
@@ -109,10 +124,17 @@ void runtime::settle_threads() {
   thread_count_.store(wanted, std::memory_order_release);
 }
 
-unsigned runtime::running_wanted() const noexcept {
-  // Threads the user fixed are kept; so are those a hold_threads() hold alive grew the pool for.
+unsigned runtime::threads_wanted() const noexcept {
+  // Threads the user fixed are kept; so are those a hold_threads() hold alive grew the pool for
+  // (at most the limit: beyond it only stand-ins, which park again).
   const auto all = static_cast<unsigned>(threads_.size());
-  return narrowed_ > 0 && growers_ == 0 && options_.threads == 0 ? std::min(1u + relief_, all) : all;
+  const unsigned base =
+      narrowed_ > 0 && growers_ == 0 && options_.threads == 0 ? 1u + relief_ : std::min(all, thread_limit());
+  return base + stand_ins_;
+}
+
+unsigned runtime::running_wanted() const noexcept {
+  return std::min(threads_wanted(), static_cast<unsigned>(threads_.size()));
 }
 
 void runtime::park() {
@@ -150,21 +172,20 @@ void runtime::held_step_returned() {
 }
 
 thread_hold::thread_hold(thread_hold&& other) noexcept
-    : rt_(std::exchange(other.rt_, nullptr)), threads_(std::exchange(other.threads_, 0)),
-      narrow_(std::exchange(other.narrow_, false)) {}
+    : rt_(std::exchange(other.rt_, nullptr)), threads_(std::exchange(other.threads_, 0)), kind_(other.kind_) {}
 
 thread_hold& thread_hold::operator=(thread_hold&& other) noexcept {
   if (this != &other) {
-    if (rt_ != nullptr) rt_->release_threads(threads_, narrow_);
+    if (rt_ != nullptr) rt_->release_threads(threads_, kind_);
     rt_ = std::exchange(other.rt_, nullptr);
     threads_ = std::exchange(other.threads_, 0);
-    narrow_ = std::exchange(other.narrow_, false);
+    kind_ = other.kind_;
   }
   return *this;
 }
 
 thread_hold::~thread_hold() {
-  if (rt_ != nullptr) rt_->release_threads(threads_, narrow_);
+  if (rt_ != nullptr) rt_->release_threads(threads_, kind_);
 }
 
 runtime::~runtime() {

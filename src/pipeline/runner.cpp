@@ -278,6 +278,9 @@ void runner::cancel_rings(const std::string& reason) noexcept {
 
 void runner::join(std::chrono::steady_clock::time_point deadline) {
   const auto left = [&] { return std::max(deadline - std::chrono::steady_clock::now(), std::chrono::nanoseconds(0)); };
+  // On an io thread (a host function that stops its pipeline), the stages and kernel proxies that
+  // must leave may need a thread to run on: another runs while this one waits.
+  const auto stand_in = rt_.stand_in_thread();
   // A stage whose function called this (a sink that stops the pipeline) leaves when it returns.
   for (auto& a : actors_)
     if (!a->in_function_on_this_thread() && !a->wait_exited(left()))
