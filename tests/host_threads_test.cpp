@@ -109,3 +109,40 @@ TEST(HostThreads, FixedThreadsAreKept) {
     EXPECT_EQ(misordered[c], 0u) << "chain " << c;
   }
 }
+
+// A host function that runs a pipeline of its own on the same runtime, fixed at one io thread:
+// the inner pipeline's stages run on a stand-in while that thread waits in run()
+// (runtime::stand_in_thread); without it run() waited out its timeout.
+TEST(HostThreads, AHostFunctionRunsAPipelineOnARuntimeOfOneThread) {
+  runtime_options o;
+  o.threads = 1;
+  runtime rt(topology::from_devices({}), o);
+  std::uint32_t inner_received = 0, outer_received = 0;
+  std::string inner_error;
+  pipeline outer(rt, {"outer"});
+  auto src = outer.add_source<item>("src", [sent = std::uint32_t{0}]() mutable -> std::optional<item> {
+    if (sent == 3) return std::nullopt;
+    return item{sent++};
+  });
+  auto sink = outer.add_sink<item>("sink", [&](const item&) {
+    ++outer_received;
+    pipeline inner(rt, {"inner"});
+    auto isrc = inner.add_source<item>("isrc", [sent = std::uint32_t{0}]() mutable -> std::optional<item> {
+      if (sent == per_chain) return std::nullopt;
+      return item{sent++};
+    });
+    auto isink = inner.add_sink<item>("isink", [&](const item&) { ++inner_received; });
+    inner.connect(isrc.out(), isink.in());
+    try {
+      inner.run(10s);
+    } catch (const std::exception& e) {
+      inner_error = e.what();
+    }
+  });
+  outer.connect(src.out(), sink.in());
+  outer.run(60s);
+  EXPECT_EQ(inner_error, "");
+  EXPECT_EQ(outer_received, 3u);
+  EXPECT_EQ(inner_received, 3 * per_chain);
+  EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs";
+}

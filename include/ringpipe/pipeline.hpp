@@ -237,7 +237,8 @@ public:
   /// stopped; throws the first failure, naming its stage, after stopping everything; throws
   /// errc::cancelled once stop() was called (by any thread, a host function of this pipeline
   /// too), when the stages have left; throws errc::timeout naming the stages that have not
-  /// finished.
+  /// finished. A host function of another pipeline may wait too: while it does, another io thread
+  /// runs (runtime::stand_in_thread).
   void wait(std::chrono::nanoseconds timeout = std::chrono::minutes(10));
   void run(std::chrono::nanoseconds timeout = std::chrono::minutes(10)) {
     start();

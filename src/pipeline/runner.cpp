@@ -284,7 +284,9 @@ void runner::join(std::chrono::steady_clock::time_point deadline) {
   // A stage whose function called this (a sink that stops the pipeline) leaves when it returns.
   for (auto& a : actors_)
     if (!a->in_function_on_this_thread() && !a->wait_exited(left()))
-      std::fprintf(stderr, "ringpipe: pipeline '%s': stage '%s' is still in its function; given up on\n",
+      std::fprintf(stderr,
+                   "ringpipe: pipeline '%s': stage '%s' has not left (its function has not returned, or no runtime "
+                   "thread ran its last step); given up on\n",
                    g_.name.c_str(), a->name().c_str());
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     auto& k = stages_[i].kernel;
@@ -316,6 +318,9 @@ void runner::wait(std::chrono::nanoseconds timeout) {
   const bool application_ports = std::any_of(g_.stages.begin(), g_.stages.end(), [](const stage_decl& s) {
     return s.kind == stage_kind::inlet || s.kind == stage_kind::outlet;
   });
+  // Waited for on an io thread (a host function that runs a pipeline of its own): the stages
+  // need a thread to run on while this one waits.
+  const auto stand_in = rt_.stand_in_thread();
   std::unique_lock lock(mutex_);
   for (;;) {
     lock.unlock();
