@@ -207,8 +207,6 @@ TEST(Runtime, OneCoreHoldsOneThread) {
   EXPECT_EQ(rt.threads(), 1u) << "a rank bound to one core keeps one io thread";
 }
 
-} // namespace
-
 // An io thread that waits for other work on the runtime (a host function that stops its own
 // pipeline waits for the other stages to leave) gets a stand-in, even where the user fixed one
 // thread; the stand-in parks again once the hold ends. Off the io threads a hold does nothing.
@@ -233,3 +231,5 @@ TEST(Runtime, AnIoThreadThatWaitsOnTheRuntimeGetsAStandIn) {
   EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs after the hold ended";
   EXPECT_FALSE(run_at_once(rt, 2, std::chrono::milliseconds(200))) << "two threads run where the user fixed one";
 }
+
+} // namespace
