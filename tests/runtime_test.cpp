@@ -220,12 +220,16 @@ TEST(Runtime, AnIoThreadThatWaitsOnTheRuntimeGetsAStandIn) {
   std::promise<bool> waited;
   auto other_ran = other.get_future();
   auto saw = waited.get_future();
+  unsigned threads_while_held = 0;
   boost::asio::post(rt.io(), [&] {
     const auto stand_in = rt.stand_in_thread();
+    const auto nested = rt.stand_in_thread(); // the same blocked thread: no second stand-in
+    threads_while_held = rt.threads();
     boost::asio::post(rt.io(), [&] { other.set_value(); });
     waited.set_value(other_ran.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
   });
   EXPECT_TRUE(saw.get()) << "a handler queued behind a waiting io thread waited for it";
+  EXPECT_EQ(threads_while_held, 2u) << "one blocked thread, one stand-in";
   for (int i = 0; i < 1000 && rt.threads() != 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs after the hold ended";

@@ -108,7 +108,9 @@ public:
   /// runtime is done (a host function that stops its pipeline waits for the other stages to
   /// leave): one more io thread runs while the hold lives (a parked one let go, or one started
   /// and parked again afterwards), so that work does not wait for the blocked thread. A runtime
-  /// fixed at one thread too. Elsewhere (not an io thread of this runtime) the hold does nothing.
+  /// fixed at one thread too. One per blocked thread: a nested call (a pipeline's wait() joining
+  /// its stages) and a call elsewhere (not an io thread of this runtime) get a hold that does
+  /// nothing. Release it on the thread that took it.
   [[nodiscard]] thread_hold stand_in_thread();
   /// runtime_options::host_cores, or the cores this process may run on (at least 1).
   unsigned host_cores() const noexcept;

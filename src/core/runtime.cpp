@@ -21,6 +21,8 @@ using clock = std::chrono::steady_clock;
 // The io thread this is and its runtime (null on other threads), for io_step and park().
 thread_local detail::io_thread_state* this_io_thread = nullptr;
 thread_local runtime* this_io_runtime = nullptr;
+// Whether this io thread holds a stand-in already (a pipeline's wait() that joins its stages).
+thread_local bool this_io_thread_stood_in = false;
 std::int64_t ticks_now() noexcept { return clock::now().time_since_epoch().count(); }
 } // namespace
 
@@ -88,10 +90,11 @@ thread_hold runtime::narrow_threads() {
 }
 
 thread_hold runtime::stand_in_thread() {
-  if (this_io_runtime != this) return {};
+  if (this_io_runtime != this || this_io_thread_stood_in) return {}; // one thread blocks once
   std::lock_guard lock(threads_mutex_);
   if (stopped_) return {};
   ++stand_ins_;
+  this_io_thread_stood_in = true;
   // A parked thread is let go (settle); where none is, one more starts.
   if (threads_wanted() > threads_.size())
     start_threads(threads_wanted());
@@ -104,7 +107,10 @@ void runtime::release_threads(unsigned n, thread_hold::kind k) noexcept {
   std::lock_guard lock(threads_mutex_);
   switch (k) {
   case thread_hold::kind::narrow: narrowed_ -= std::min(narrowed_, 1u); break;
-  case thread_hold::kind::stand_in: stand_ins_ -= std::min(stand_ins_, 1u); break;
+  case thread_hold::kind::stand_in: // released on the thread that took it (a scoped hold)
+    stand_ins_ -= std::min(stand_ins_, 1u);
+    this_io_thread_stood_in = false;
+    break;
   case thread_hold::kind::grow:
     held_ -= std::min(held_, n);
     growers_ -= std::min(growers_, 1u);
