@@ -18,6 +18,7 @@ import pathlib
 import statistics
 import sys
 
+from bench_plot_cores import has_cores, plot_versus_cores
 from bench_plot_common import BASELINE, Results, bars, device_name, finish, line, plt, size_label, sizes_axis
 from bench_plot_farm import farm_told_costs, farm_turns, plot_farm, plot_farm_items, plot_farm_told_costs, plot_farm_turns
 
@@ -335,6 +336,7 @@ TOPICS = [  # (file suffix, needs any of these results, plot)
     ("staging", ("host_to_kernel",), lambda r: bool(r.values("host_to_kernel", "staging_lanes")[0]), plot_staging),
     ("kernel-links", ("kernel_to_kernel", "cross_device", "pipeline_latency"), None, plot_links_between_kernels),
     ("versus", ("versus",), None, plot_versus),
+    ("versus-cores", ("versus",), has_cores, plot_versus_cores),
     ("remote", ("remote.latency", "remote.stream"), None, plot_remote),
     ("links", ("links",), None, plot_links_matrix),
     ("collectives", ("collectives.all_reduce_latency",), None, plot_collectives),

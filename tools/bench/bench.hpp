@@ -64,6 +64,11 @@ inline void add_rtt_metrics(result& r, const std::vector<double>& us) {
   r.metrics["rtt_p99_us"] = percentile(us, 0.99);
 }
 
+/// The round trip of a cache line between two of this process's threads spinning on two cores, in
+/// ns, measured for `for_how_long` (cores_round_trip.cpp: why throughput rows record it); 0 where
+/// the process has one core.
+double cores_round_trip_ns(std::chrono::milliseconds for_how_long = 20ms);
+
 /// What a topic runs with; `selected(name)` says whether --filter asks for benchmark `name`.
 struct bench_context {
   runtime& rt;

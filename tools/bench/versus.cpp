@@ -250,6 +250,10 @@ round_trip_times round_trips(runtime& rt, const device& dev, std::uint32_t sampl
   return {percentile(ours, 0.5), percentile(theirs, 0.5), ran_as};
 }
 
+// The cores' round trip as the row being measured began (the end of the one before): a row
+// records the larger of it and the round trip as the row ends, the far state if it met it.
+double cores_ns_before_row = 0;
+
 // One row: both measurements under their names and their ratio, kept and printed.
 void record(bench_context& c, const std::string& shape, std::size_t msg_bytes, std::size_t devices,
             std::pair<const char*, double> ours, std::pair<const char*, double> theirs, double ratio,
@@ -258,9 +262,14 @@ void record(bench_context& c, const std::string& shape, std::size_t msg_bytes, s
            {{"shape", shape}, {"msg_bytes", std::to_string(msg_bytes)}, {"devices", std::to_string(devices)}},
            {{ours.first, ours.second}, {theirs.first, theirs.second}, {"ratio", ratio}}};
   if (also.first != nullptr) r.params[also.first] = also.second;
+  const double cores_ns_after_row = cores_round_trip_ns();
+  r.metrics["cores_round_trip_ns"] = std::max(cores_ns_before_row, cores_ns_after_row);
+  cores_ns_before_row = cores_ns_after_row;
   c.results.push_back(r);
   std::cerr << "  versus " << std::left << std::setw(42) << shape << ours.first << " " << std::setw(12) << ours.second
-            << theirs.first << " " << std::setw(12) << theirs.second << "ratio " << ratio << "\n";
+            << theirs.first << " " << std::setw(12) << theirs.second << "ratio " << std::setw(10) << ratio << "cores "
+            << std::fixed << std::setprecision(0) << r.metrics["cores_round_trip_ns"] << " ns\n"
+            << std::defaultfloat << std::setprecision(6);
 }
 
 // Rounds of each alternated pair: this machine's throughput moves several-fold between runs, and
@@ -291,7 +300,9 @@ void stream_shape(bench_context& c, const char* shape, const std::vector<const d
 void versus_topic(bench_context& c) {
   if (!c.selected("versus")) return;
   const std::uint32_t small = c.s.stream_messages() * 4, large = c.s.quick ? 10'000 : 100'000;
-  std::cerr << "  versus: best of " << rounds(c) << " alternated runs each; ratio = ringpipe / hand-written\n";
+  cores_ns_before_row = cores_round_trip_ns();
+  std::cerr << "  versus: best of " << rounds(c) << " alternated runs each; ratio = ringpipe / hand-written; cores = a "
+            << "cache line's round trip between two cores as the row ran (on a VM its vCPUs move near and far)\n";
   stream_shape<16>(c, "one_device_16B", {&c.dev}, small);
   stream_shape<4096>(c, "one_device_4KiB", {&c.dev}, large);
   if (c.rt.devices().size() >= 2) {

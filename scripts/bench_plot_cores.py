@@ -1,0 +1,32 @@
+"""versus rows against how far apart the process's cores were as each ran, for plot-bench.py."""
+
+from bench_plot_common import BASELINE, finish, plt
+
+CORES = "cores_round_trip_ns"
+# The throughput shapes (their ratio to the hand-written program or to inlet/outlet) and a marker each.
+SHAPES = [("one_device_16B", "o"), ("one_device_4KiB", "s"), ("two_devices_chained_16B", "^"),
+          ("source_sink_vs_inlet_outlet_16B", "D"), ("source_sink_batches_vs_inlet_outlet_16B", "v")]
+
+
+def has_cores(res):
+    return any(CORES in r["metrics"] for _, r in res.named("versus"))
+
+
+def plot_versus_cores(res, path, title):
+    """A point per row and run: its ratio against the cache line's round trip between two cores as
+    the row ran (near and far placements of a VM's vCPUs)."""
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    for i, (shape, marker) in enumerate(SHAPES):
+        rows = [r["metrics"] for _, r in res.named("versus")
+                if r.get("params", {}).get("shape") == shape and CORES in r["metrics"] and "ratio" in r["metrics"]]
+        if rows:
+            ax.scatter([m[CORES] for m in rows], [m["ratio"] for m in rows], marker=marker, color=f"C{i}",
+                       alpha=0.75, label=shape.replace("_", " "))
+    ax.axhline(1.0, **BASELINE, label="even with the baseline")
+    ax.axhline(0.9, color="C3", linestyle=":", label="target 0.9× (source/sink forms: 0.8×)")
+    ax.axhline(0.8, color="C3", linestyle=":", alpha=0.5)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("a cache line's round trip between two cores as the row ran (ns)")
+    ax.set_ylabel("ringpipe ÷ baseline (× better when > 1)")
+    finish(fig, (ax,), path, title + "\nbaseline: hand-written CLHPP; source/sink shapes against inlet/outlet. "
+           "Each point: one row of one run")
