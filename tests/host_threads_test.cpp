@@ -2,6 +2,7 @@
 // cores its stages run at once instead of taking turns on the runtime's first two threads. Host
 // stages need no OpenCL device: ctest runs this with no platform.
 
+#include <ringpipe/barrier.hpp>
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
 
@@ -144,5 +145,82 @@ TEST(HostThreads, AHostFunctionRunsAPipelineOnARuntimeOfOneThread) {
   EXPECT_EQ(inner_error, "");
   EXPECT_EQ(outer_received, 3u);
   EXPECT_EQ(inner_received, 3 * per_chain);
+  EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs";
+}
+
+// A host function that blocks in a ring's pop, on an outlet another pipeline of the same runtime
+// (fixed at one io thread) fills: the feeder's source runs on a stand-in while the pop sleeps
+// (detail::blocked_wait); without it the pop timed out, failing the run.
+TEST(HostThreads, AHostFunctionBlockedInARingsPopGetsAStandIn) {
+  runtime_options o;
+  o.threads = 1;
+  runtime rt(topology::from_devices({}), o);
+  pipeline feeder(rt, {"feeder"});
+  auto fsrc = feeder.add_source<item>("fsrc", [sent = std::uint32_t{0}]() mutable -> std::optional<item> {
+    if (sent == per_chain) return std::nullopt;
+    return item{sent++};
+  });
+  auto fout = feeder.add_outlet<item>("out");
+  feeder.connect(fsrc.out(), fout.in());
+  pipeline outer(rt, {"outer"});
+  auto src = outer.add_source<item>("src", [sent = std::uint32_t{0}]() mutable -> std::optional<item> {
+    if (sent == 4) return std::nullopt;
+    return item{sent++};
+  });
+  std::uint32_t popped = 0, misordered = 0, closed_early = 0;
+  std::optional<ring<item>> from; // the feeder's outlet, once it has started
+  auto sink = outer.add_sink<item>("sink", [&](const item&) {
+    for (std::uint32_t i = 0; i < per_chain / 4; ++i) {
+      item m{};
+      if (!from->pop(m, 10s)) { // throws (failing the run) after 10 s
+        ++closed_early;
+        return;
+      }
+      misordered += m.seq != popped ? 1 : 0;
+      ++popped;
+    }
+  });
+  outer.connect(src.out(), sink.in());
+  feeder.start();
+  from = feeder.outlet<item>("out");
+  outer.run(60s);
+  feeder.wait(10s);
+  EXPECT_EQ(closed_early, 0u);
+  EXPECT_EQ(popped, per_chain);
+  EXPECT_EQ(misordered, 0u);
+  EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs";
+}
+
+// Two host functions that meet at a barrier on a runtime of one io thread: the first to arrive
+// waits on a stand-in's turn for the second (detail::blocked_wait in barrier::wait); without it
+// every phase failed after the barrier's timeout.
+TEST(HostThreads, HostFunctionsMeetAtABarrierOnARuntimeOfOneThread) {
+  runtime_options o;
+  o.threads = 1;
+  runtime rt(topology::from_devices({}), o);
+  barrier_options bo;
+  bo.timeout = 10s;
+  barrier meet({"a", "b"}, bo);
+  constexpr std::uint32_t phases = 20;
+  std::string failure;
+  pipeline p(rt, {"meet"});
+  for (const char* name : {"a", "b"}) {
+    auto src = p.add_source<item>(
+        std::string("src-") + name,
+        [&, name, seat = meet.participant(name), sent = std::uint32_t{0}]() mutable -> std::optional<item> {
+          if (sent == phases) return std::nullopt;
+          try {
+            meet.arrive_and_wait(seat);
+          } catch (const std::exception& e) {
+            failure = std::string(name) + ": " + e.what();
+            return std::nullopt;
+          }
+          return item{sent++};
+        });
+    auto sink = p.add_sink<item>(std::string("sink-") + name, [](const item&) {});
+    p.connect(src.out(), sink.in());
+  }
+  p.run(60s);
+  EXPECT_EQ(failure, "");
   EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs";
 }

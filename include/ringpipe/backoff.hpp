@@ -75,6 +75,8 @@ public:
   }
   /// Whether this wait spins before it yields (spinning_helps, when it started).
   bool spins() const noexcept { return first_ == 0; }
+  /// Whether the next wait() sleeps (the spins and yields are behind it).
+  bool sleeps_next() const noexcept { return round_ >= spin_rounds + yield_rounds; }
   void wait() noexcept {
     wait([](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
   }

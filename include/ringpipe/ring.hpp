@@ -269,12 +269,15 @@ error ring_cancelled_error(const ring_buffer& r, bool push);
 } // namespace ringpipe
 
 #include <ringpipe/backoff.hpp>
+#include <ringpipe/detail/blocked_wait.hpp>
 
 template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std::chrono::nanoseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   backoff b;
+  detail::blocked_wait blocked;
   while (!ready()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (b.sleeps_next()) blocked.sleeping();
     b.wait();
   }
   return true;
@@ -283,8 +286,10 @@ template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std
 template <class Ready> bool ringpipe::ring_buffer::wait_as_consumer(Ready&& ready, std::chrono::nanoseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   backoff b;
+  detail::blocked_wait blocked;
   while (!ready()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (b.sleeps_next()) blocked.sleeping();
     b.wait([this](std::chrono::microseconds d) { sleep_as_consumer(d); });
   }
   return true;

@@ -12,6 +12,7 @@
 #include "../core/word_wait.hpp"
 
 #include <ringpipe/backoff.hpp>
+#include <ringpipe/detail/blocked_wait.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -280,6 +281,7 @@ void barrier::wait_on(state& s, const barrier_token& token) {
       std::this_thread::yield();
   }
   auto step = std::chrono::microseconds(20);
+  detail::blocked_wait blocked; // a host function's wait: the runtime runs the others meanwhile
   for (;;) {
     const std::uint32_t epoch = s.release_epoch.load();
     if (s.released_phase(token.phase)) return done();
@@ -293,6 +295,7 @@ void barrier::wait_on(state& s, const barrier_token& token) {
       until = std::min(until, now + step);
       step = std::min(step * 2, std::chrono::microseconds(500));
     }
+    blocked.sleeping();
     s.sleepers.fetch_add(1); // before the last look: see wake_waiters
     if (s.release_epoch.load() == epoch) detail::wait_while_word_is(s.release_epoch, epoch, until - now);
     s.sleepers.fetch_sub(1);

@@ -5,6 +5,7 @@
 #include "transfer_service.hpp"
 
 #include <ringpipe/backoff.hpp>
+#include <ringpipe/detail/blocked_wait.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -43,6 +44,19 @@ io_step::~io_step() {
 
 } // namespace detail
 
+namespace {
+// The stand-in of a blocking wait on this io thread (detail::blocked_wait: a ring's blocking
+// push or pop, a barrier's wait), held until that wait ends.
+thread_local thread_hold blocked_wait_stand_in;
+void stand_in_while_blocked(void* rt) noexcept {
+  try {
+    blocked_wait_stand_in = static_cast<runtime*>(rt)->stand_in_thread();
+  } catch (...) { // no thread could start: the wait goes on without one, as before
+  }
+}
+void end_blocked_wait(void* /*rt*/) noexcept { blocked_wait_stand_in = thread_hold(); }
+} // namespace
+
 runtime::runtime(topology devices, runtime_options options)
     : options_(std::move(options)), cpus_(static_cast<unsigned>(detail::affinity_cpus())),
       topology_(std::move(devices)), work_(boost::asio::make_work_guard(io_)),
@@ -65,6 +79,7 @@ void runtime::start_threads(unsigned n) {
     threads_.emplace_back([this, i, state = thread_states_.back().get()] {
       detail::name_this_thread("ringpipe-io-" + std::to_string(i));
       this_io_thread = state, this_io_runtime = this;
+      detail::this_thread_blocking_hook() = {this, &stand_in_while_blocked, &end_blocked_wait};
       io_.run();
     });
   }
