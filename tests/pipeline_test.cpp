@@ -325,6 +325,32 @@ TEST_F(PipelineTest, RunOnDeviceRunsInOrderAndCarriesExceptions) {
   EXPECT_THROW(failing.get(), std::runtime_error);
 }
 
+// A host function that waits for run_on_device on a runtime of one io thread: the device's strand
+// runs the task on a stand-in (runtime::task_stand_in); without it the wait never ended, no io
+// thread being free to run the task.
+TEST_F(PipelineTest, AHostFunctionWaitsForRunOnDeviceOnARuntimeOfOneThread) {
+  runtime_options o;
+  o.threads = 1;
+  runtime one(topo(), o);
+  const auto& dev = one.device_at(0);
+  std::uint32_t ready = 0, sum = 0;
+  pipeline p(one, {"waits-for-its-device"});
+  auto src = p.add_source<msg>("source", counting_source(3));
+  auto sink = p.add_sink<msg>("sink", [&](const msg& m) {
+    auto f = one.run_on_device(dev, [seq = m.seq] { return seq + 1; });
+    if (f.wait_for(10s) != std::future_status::ready) return;
+    ++ready;
+    sum += f.get();
+  });
+  p.connect(src.out(), sink.in());
+  p.run(60s);
+  EXPECT_EQ(ready, 3u) << "a task on the device's strand waited for the io thread waiting for it";
+  EXPECT_EQ(sum, 1u + 2u + 3u);
+  for (int i = 0; i < 1000 && one.threads() != 1; ++i)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(one.threads(), 1u) << "the stand-in still runs after the task";
+}
+
 // ---- repeated build, run and stop ----
 
 TEST_F(PipelineTest, TwoHundredCyclesOfBuildRunStopLeaveNothingBehind) {

@@ -60,7 +60,8 @@ public:
 
 private:
   friend class runtime;
-  enum class kind : unsigned char { grow, narrow, stand_in }; // hold_threads, narrow_threads, stand_in_thread
+  // hold_threads, narrow_threads, stand_in_thread, and run_on_device's task (released wherever it ran)
+  enum class kind : unsigned char { grow, narrow, stand_in, task };
   thread_hold(runtime* rt, unsigned n, kind k) noexcept : rt_(rt), threads_(n), kind_(k) {}
   runtime* rt_ = nullptr;
   unsigned threads_ = 0;
@@ -119,12 +120,18 @@ public:
   /// (a strand), so work that drives one device's queues never races with itself.
   strand_type& device_executor(const device& dev) { return device_strands_.at(dev.index()); }
 
-  /// Runs `fn()` on the device's executor; the future carries its result or exception.
+  /// Runs `fn()` on the device's executor; the future carries its result or exception. Called
+  /// from one of this runtime's io threads (a host function, which may then wait for the future),
+  /// one more io thread runs until `fn` has run, a runtime fixed at one thread too.
   template <class F> auto run_on_device(const device& dev, F&& fn) -> std::future<std::invoke_result_t<F&>> {
     using result = std::invoke_result_t<F&>;
     auto task = std::make_shared<std::packaged_task<result()>>(std::forward<F>(fn));
     auto future = task->get_future();
-    boost::asio::post(device_executor(dev), [task] { (*task)(); });
+    auto stand_in = std::make_shared<thread_hold>(task_stand_in());
+    boost::asio::post(device_executor(dev), [task, stand_in] {
+      (*task)();
+      *stand_in = thread_hold();
+    });
     return future;
   }
 
@@ -137,11 +144,9 @@ private:
   runtime_options options_;
   unsigned cpus_; // the process's affinity when the runtime was made
   topology topology_;
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<executor_type> work_;
-  std::vector<strand_type> device_strands_;
+  // Before io_, so that they outlive it: a handler it drops unrun when the runtime goes may hold a
+  // thread_hold (run_on_device's stand-in), whose release takes the mutex.
   mutable std::mutex threads_mutex_; // guards threads_, the counts below and stopped_
-  std::vector<std::thread> threads_;
   std::atomic<unsigned> thread_count_{0}; // threads_ less those parked
   unsigned initial_threads_ = 0;
   unsigned held_ = 0;      // the threads the hold_threads() holds alive ask for
@@ -149,12 +154,20 @@ private:
   unsigned narrowed_ = 0;  // narrow_threads() holds alive
   unsigned parked_ = 0;    // park handlers posted and not yet returned
   unsigned relief_ = 0;    // threads let out of park while a running one is held in a step
-  unsigned stand_ins_ = 0; // stand_in_thread() holds alive: as many threads run beyond the rest
-  std::vector<std::unique_ptr<detail::io_thread_state>> thread_states_; // one per thread in threads_
+  unsigned stand_ins_ = 0; // stand-in holds alive: as many threads run beyond the rest
   std::condition_variable unpark_;
   bool stopped_ = false;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<executor_type> work_;
+  std::vector<strand_type> device_strands_;
+  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<detail::io_thread_state>> thread_states_; // one per thread in threads_
   void start_threads(unsigned n); // under threads_mutex_
   void release_threads(unsigned n, thread_hold::kind k) noexcept;
+  /// On one of this runtime's io threads: a stand-in for a task it posts (run_on_device), held
+  /// until the task has run, on whichever thread; elsewhere a hold that does nothing.
+  thread_hold task_stand_in();
+  thread_hold add_stand_in(thread_hold::kind k); // one more io thread runs while it lives
   /// Under threads_mutex_: parks or lets go io threads so that as many run as the holds ask.
   void settle_threads();
   unsigned threads_wanted() const noexcept; // under threads_mutex_: what the holds ask, stand-ins included

@@ -106,16 +106,26 @@ thread_hold runtime::narrow_threads() {
 
 thread_hold runtime::stand_in_thread() {
   if (this_io_runtime != this || this_io_thread_stood_in) return {}; // one thread blocks once
+  auto hold = add_stand_in(thread_hold::kind::stand_in);
+  this_io_thread_stood_in = hold.rt_ != nullptr;
+  return hold;
+}
+
+thread_hold runtime::task_stand_in() {
+  if (this_io_runtime != this) return {};
+  return add_stand_in(thread_hold::kind::task);
+}
+
+thread_hold runtime::add_stand_in(thread_hold::kind k) {
   std::lock_guard lock(threads_mutex_);
   if (stopped_) return {};
   ++stand_ins_;
-  this_io_thread_stood_in = true;
   // A parked thread is let go (settle); where none is, one more starts.
   if (threads_wanted() > threads_.size())
     start_threads(threads_wanted());
   else
     settle_threads();
-  return thread_hold(this, 0, thread_hold::kind::stand_in);
+  return thread_hold(this, 0, k);
 }
 
 void runtime::release_threads(unsigned n, thread_hold::kind k) noexcept {
@@ -126,6 +136,7 @@ void runtime::release_threads(unsigned n, thread_hold::kind k) noexcept {
     stand_ins_ -= std::min(stand_ins_, 1u);
     this_io_thread_stood_in = false;
     break;
+  case thread_hold::kind::task: stand_ins_ -= std::min(stand_ins_, 1u); break;
   case thread_hold::kind::grow:
     held_ -= std::min(held_, n);
     growers_ -= std::min(growers_, 1u);
