@@ -1,5 +1,6 @@
 #include "array_storage.hpp"
 
+#include <ringpipe/detail/blocked_wait.hpp>
 #include <ringpipe/kernel.hpp>
 
 #include <condition_variable>
@@ -63,7 +64,13 @@ void run_blocking(runtime& rt, copy_end from, copy_end to, std::size_t bytes, co
     w->failure = std::move(e);
     w->cv.notify_all();
   });
+  detail::blocked_wait blocked;
   std::unique_lock lock(w->mutex);
+  if (!w->done) { // on one of the runtime's io threads, the copy's steps posted to it run on a stand-in
+    lock.unlock();
+    blocked.sleeping();
+    lock.lock();
+  }
   if (!w->cv.wait_for(lock, timeout, [&] { return w->done; })) {
     const std::lock_guard abandon(guard->mutex);
     guard->abandoned = true;

@@ -10,7 +10,9 @@ namespace ringpipe::detail {
 
 collective_run::collective_run(std::string_view verb, const collective_options& options)
     : what_(std::string(verb) + " '" + options.name + "'"), options_(options),
-      deadline_(std::chrono::steady_clock::now() + options.timeout) {}
+      deadline_(std::chrono::steady_clock::now() + options.timeout) {
+  blocked_.sleeping();
+}
 
 void collective_run::before(const device& d, std::string_view step) const {
   if (!options_.before_step) return;

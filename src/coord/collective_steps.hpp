@@ -5,6 +5,7 @@
 // calling thread (collective_host.cpp). A step returns when every part of it has ended.
 
 #include <ringpipe/collective.hpp>
+#include <ringpipe/detail/blocked_wait.hpp>
 
 #include <chrono>
 #include <future>
@@ -53,6 +54,9 @@ private:
   std::string what_;
   const collective_options& options_;
   std::chrono::steady_clock::time_point deadline_;
+  // Called from a host function on one of the runtime's io threads, the run's copies step on the
+  // runtime's threads: a stand-in runs them while the caller waits (for the whole run).
+  detail::blocked_wait blocked_;
 };
 
 /// The status an OpenCL command ended with, set by the OpenCL runtime's callback: a waiter sleeps
