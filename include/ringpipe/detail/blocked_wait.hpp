@@ -2,9 +2,9 @@
 // A blocking call on a thread that may be the one to run what it waits for: a host function on a
 // runtime's io thread that pops from a ring another host stage of that runtime fills, or waits at
 // a barrier another host stage must reach. A runtime sets this thread's hook on each of its io
-// threads (another thread runs the rest meanwhile: runtime::stand_in_thread); the rings' and
-// barriers' blocking waits hold a blocked_wait and say when they start to sleep. On any other
-// thread the hook is empty and a blocked_wait costs a flag.
+// threads (another thread runs the rest meanwhile: runtime::stand_in_thread); the blocking waits
+// of rings, barriers, array copies and collectives hold a blocked_wait and say when they start to
+// sleep. On any other thread the hook is empty and a blocked_wait costs a flag.
 
 namespace ringpipe::detail {
 
