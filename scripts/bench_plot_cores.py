@@ -28,5 +28,9 @@ def plot_versus_cores(res, path, title):
     ax.set_xlim(left=0)
     ax.set_xlabel("a cache line's round trip between two cores as the row ran (ns)")
     ax.set_ylabel("ringpipe ÷ baseline (× better when > 1)")
+    shown = {shape for shape, _ in SHAPES}
+    without = sum(1 for _, r in res.named("versus")
+                  if r.get("params", {}).get("shape") in shown and CORES not in r["metrics"])
     finish(fig, (ax,), path, title + "\nbaseline: hand-written CLHPP; source/sink shapes against inlet/outlet. "
-           "Each point: one row of one run")
+           "Each point: one row of one run" +
+           (f" ({without} rows of builds that did not measure the cores are left out)" if without else ""))
