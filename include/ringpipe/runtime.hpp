@@ -124,13 +124,12 @@ public:
   /// from one of this runtime's io threads (a host function, which may then wait for the future),
   /// one more io thread runs until `fn` has run, a runtime fixed at one thread too.
   template <class F> auto run_on_device(const device& dev, F&& fn) -> std::future<std::invoke_result_t<F&>> {
-    using result = std::invoke_result_t<F&>;
-    auto task = std::make_shared<std::packaged_task<result()>>(std::forward<F>(fn));
-    auto future = task->get_future();
-    auto stand_in = std::make_shared<thread_hold>(task_stand_in());
-    boost::asio::post(device_executor(dev), [task, stand_in] {
-      (*task)();
-      *stand_in = thread_hold();
+    std::packaged_task<std::invoke_result_t<F&>()> task(std::forward<F>(fn));
+    auto future = task.get_future();
+    // A move-only handler: the task and the stand-in go with it, no shared copies.
+    boost::asio::post(device_executor(dev), [task = std::move(task), stand_in = task_stand_in()]() mutable {
+      task();
+      stand_in = thread_hold();
     });
     return future;
   }
@@ -146,7 +145,7 @@ private:
   topology topology_;
   // Before io_, so that they outlive it: a handler it drops unrun when the runtime goes may hold a
   // thread_hold (run_on_device's stand-in), whose release takes the mutex.
-  mutable std::mutex threads_mutex_; // guards threads_, the counts below and stopped_
+  mutable std::mutex threads_mutex_;      // guards threads_, the counts below and stopped_
   std::atomic<unsigned> thread_count_{0}; // threads_ less those parked
   unsigned initial_threads_ = 0;
   unsigned held_ = 0;      // the threads the hold_threads() holds alive ask for
@@ -162,7 +161,7 @@ private:
   std::vector<strand_type> device_strands_;
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<detail::io_thread_state>> thread_states_; // one per thread in threads_
-  void start_threads(unsigned n); // under threads_mutex_
+  void start_threads(unsigned n);                                       // under threads_mutex_
   void release_threads(unsigned n, thread_hold::kind k) noexcept;
   /// On one of this runtime's io threads: a stand-in for a task it posts (run_on_device), held
   /// until the task has run, on whichever thread; elsewhere a hold that does nothing.
