@@ -3,16 +3,20 @@
 // stages need no OpenCL device: ctest runs this with no platform.
 
 #include <ringpipe/barrier.hpp>
+#include <ringpipe/blocking.hpp>
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <future>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 
 using namespace ringpipe;
@@ -222,5 +226,119 @@ TEST(HostThreads, HostFunctionsMeetAtABarrierOnARuntimeOfOneThread) {
   }
   p.run(60s);
   EXPECT_EQ(failure, "");
+  EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs";
+}
+
+namespace {
+
+// A batch source that makes nothing until `ready()`, then sets `answer` and sends one item: it
+// cannot answer before the host function that waits for it has started waiting.
+template <class Ready> auto answer_once(Ready ready, std::promise<std::uint32_t>& answer) {
+  return [&answer, ready = std::move(ready),
+          answered = false](std::span<item> room) mutable -> std::optional<std::size_t> {
+    if (answered) return std::nullopt;
+    if (!ready()) return 0;
+    answer.set_value(42);
+    answered = true;
+    room[0] = item{42};
+    return 1;
+  };
+}
+
+auto when_set(const std::atomic<bool>& flag) {
+  return [&flag] { return flag.load(); };
+}
+
+// In `p`: a stage "answering" that sets `reply` once `ready()`, and a sink "asking" that calls
+// `ask()` once.
+template <class Ready, class Ask>
+void add_question(pipeline& p, Ready ready, std::promise<std::uint32_t>& reply, Ask ask) {
+  auto answering = p.add_source_batch<item>("answering", answer_once(std::move(ready), reply));
+  auto drop = p.add_sink<item>("drop", [](const item&) {});
+  p.connect(answering.out(), drop.in());
+  auto src = p.add_source<item>("src", [sent = std::uint32_t{0}]() mutable -> std::optional<item> {
+    if (sent == 1) return std::nullopt;
+    return item{sent++};
+  });
+  auto asking = p.add_sink<item>("asking", [ask = std::move(ask)](const item&) mutable { ask(); });
+  p.connect(src.out(), asking.in());
+}
+
+} // namespace
+
+// A host function waiting on a future of its own that another stage of the same runtime (fixed at
+// one io thread) fulfils: in a blocking_scope that stage runs on a stand-in; without it the wait
+// lasted its whole 10 s and the answering stage never ran.
+TEST(HostThreads, AHostFunctionsOwnWaitInABlockingScopeGetsAStandIn) {
+  runtime_options o;
+  o.threads = 1;
+  runtime rt(topology::from_devices({}), o);
+  std::atomic<bool> asking{false};
+  std::promise<std::uint32_t> reply;
+  auto answer = reply.get_future();
+  pipeline p(rt, {"ask"});
+  auto status = std::future_status::deferred;
+  add_question(p, when_set(asking), reply, [&] {
+    asking = true;
+    status = call_blocking([&] { return answer.wait_for(10s); });
+  });
+  p.run(60s);
+  ASSERT_EQ(status, std::future_status::ready) << "the answering stage did not run while 'asking' waited";
+  EXPECT_EQ(answer.get(), 42u);
+  EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs";
+}
+
+// A ring's blocking pop inside a blocking_scope (the ring's own wait nested in the user's): the
+// stand-in the scope took stays through the pop (the runtime counts it while the feeder runs)
+// and the scope's own wait after the pop is answered.
+TEST(HostThreads, ARingsWaitNestedInABlockingScopeKeepsTheStandIn) {
+  runtime_options o;
+  o.threads = 1;
+  runtime rt(topology::from_devices({}), o);
+  std::atomic<bool> popping{false}, popped{false};
+  std::promise<std::uint32_t> reply;
+  auto answer = reply.get_future();
+  pipeline feeder(rt, {"feeder"});
+  // The feeder sends 20 ms after the pop began, so that the pop has gone to sleep (spins and
+  // yields first) and told the runtime, inside the scope.
+  std::promise<std::uint32_t> fed;
+  // It notes the io threads running as it sends: the asking thread and the scope's stand-in.
+  unsigned threads_while_popping = 0;
+  auto after_the_pop_sleeps = [&, seen = std::optional<std::chrono::steady_clock::time_point>()]() mutable {
+    if (!popping.load()) return false;
+    if (!seen) seen = std::chrono::steady_clock::now();
+    if (std::chrono::steady_clock::now() - *seen < 20ms) return false;
+    threads_while_popping = rt.threads();
+    return true;
+  };
+  auto fsrc = feeder.add_source_batch<item>("fsrc", answer_once(after_the_pop_sleeps, fed));
+  auto fout = feeder.add_outlet<item>("out");
+  feeder.connect(fsrc.out(), fout.in());
+  pipeline p(rt, {"ask"});
+  std::optional<ring<item>> from;
+  std::string failure;
+  auto status = std::future_status::deferred;
+  add_question(p, when_set(popped), reply, [&] {
+    const blocking_scope scope;
+    popping = true;
+    item m{};
+    try {
+      if (!from->pop(m, 10s)) failure = "the feeder's outlet closed";
+    } catch (const std::exception& e) {
+      failure = e.what();
+      return;
+    }
+    popped = true;
+    status = answer.wait_for(10s);
+  });
+  feeder.start();
+  from = feeder.outlet<item>("out");
+  p.run(60s);
+  feeder.stop();
+  EXPECT_EQ(failure, "");
+  // Where the pop's wait let the scope's stand-in go, a parked thread ran the feeder only as the
+  // relief of a thread held in a step for 10 ms, the runtime counting one thread.
+  EXPECT_EQ(threads_while_popping, 2u) << "the scope's stand-in did not run through the pop inside it";
+  EXPECT_EQ(status, std::future_status::ready) << "no stand-in ran the answering stage after the pop";
   EXPECT_EQ(rt.threads(), 1u) << "the stand-in still runs";
 }

@@ -16,6 +16,7 @@
 #include <future>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <thread>
 
 using namespace ringpipe;
@@ -138,6 +139,35 @@ TEST_F(PipelineTest, AHostFunctionThatStopsItsPipelineReleasesWaitAndAccountsFor
     }
     EXPECT_EQ(report.lost, 0u) << report.text();
     EXPECT_GE(metrics_calls.load(), 1) << "the stop made no last metrics call";
+  }
+}
+
+// A host function that stops its pipeline and then throws: the stop came first, so wait() throws
+// errc::cancelled, and says the failure after it; the report a later stop() makes counts the
+// message the function threw on as lost. Before, wait() threw either the stop alone or the
+// failure alone, whichever it saw first.
+TEST_F(PipelineTest, AHostFunctionThatThrowsAfterStoppingItsPipelineIsReportedEveryTime) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    SCOPED_TRACE(attempt);
+    std::atomic<std::uint32_t> generated{0}, taken{0};
+    pipeline p(rt(), {"stops then throws"});
+    auto src = p.add_source<msg>("source", counted_source(generated));
+    auto sink = p.add_sink<msg>("sink", [&](const msg& m) {
+      ++taken;
+      if (m.seq != 2000) return;
+      (void)p.stop();
+      throw std::runtime_error("boom after the stop");
+    });
+    p.connect(src.out(), sink.in());
+    p.start();
+    expect_error([&] { p.wait(60s); }, make_error_code(errc::cancelled),
+                 {"pipeline 'stops then throws' was stopped; after the stop, stage 'sink' failed: boom after the stop"},
+                 "wait() returned after a stop");
+    const auto report = p.stop();
+    EXPECT_EQ(report.lost, 1u) << report.text();
+    const std::uint32_t delivered = taken.load() - 1; // the sink's last call threw
+    EXPECT_EQ(delivered + report.lost + report.undelivered, generated.load()) << report.text();
+    EXPECT_NE(report.text().find("1 lost in stage 'sink'"), std::string::npos) << report.text();
   }
 }
 

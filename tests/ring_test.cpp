@@ -391,9 +391,8 @@ INSTANTIATE_TEST_SUITE_P(Capacities, RingStress, ::testing::Values(1u, 2u, 4u));
 using RingOnDevice = ringpipe::testing::device_test;
 
 TEST_F(RingOnDevice, LivesInSvmWhereTheDeviceSharesMemory) {
-  const auto& dev = topo()[0];
-  ring<msg> r(dev, 64);
-  const bool shared = dev.info().svm.fine_buffer && dev.info().svm.atomics;
+  ring<msg> r(topo()[0], 64);
+  const bool shared = topo()[0].info().svm.fine_buffer && topo()[0].info().svm.atomics;
   EXPECT_EQ(r.buffer().memory(), shared ? ring_memory::svm : ring_memory::host);
   stream_between_threads(r, 100'000);
 }

@@ -249,7 +249,9 @@ public:
   /// failure. Never throws. Any thread; a thread in wait() is released with errc::cancelled. A
   /// host function of this pipeline may call it too (a sink that has seen enough): its stage is
   /// not called again and leaves when the function returns; the report counts the messages
-  /// given to that function as delivered, and what it returns from that call is not passed on.
+  /// given to that function as delivered, and what it returns from that call is not passed on;
+  /// if it then throws, wait() throws the stop and says the failure after it, and a later stop()
+  /// reports the message it threw on as lost.
   /// The other stages leave on the runtime's other threads; where it has no other (one io
   /// thread, or the others parked or held), one stands in while the function waits
   /// (runtime::stand_in_thread).

@@ -6,6 +6,7 @@
 #include <ringpipe/array.hpp>
 #include <ringpipe/balance.hpp>
 #include <ringpipe/barrier.hpp>
+#include <ringpipe/blocking.hpp>
 #include <ringpipe/collective.hpp>
 #include <ringpipe/copy_bandwidth.hpp>
 #include <ringpipe/cpu_cores.hpp>

@@ -46,15 +46,20 @@ io_step::~io_step() {
 
 namespace {
 // The stand-in of a blocking wait on this io thread (detail::blocked_wait: a ring's blocking
-// push or pop, a barrier's wait), held until that wait ends.
+// push or pop, a barrier's wait, a blocking_scope), held until the outermost such wait ends: waits
+// nest (a ring's pop inside a user's blocking_scope), and an inner one must not let it go.
 thread_local thread_hold blocked_wait_stand_in;
+thread_local unsigned blocked_waits = 0;
 void stand_in_while_blocked(void* rt) noexcept {
+  if (blocked_waits++ > 0) return;
   try {
     blocked_wait_stand_in = static_cast<runtime*>(rt)->stand_in_thread();
   } catch (...) { // no thread could start: the wait goes on without one, as before
   }
 }
-void end_blocked_wait(void* /*rt*/) noexcept { blocked_wait_stand_in = thread_hold(); }
+void end_blocked_wait(void* /*rt*/) noexcept {
+  if (--blocked_waits == 0) blocked_wait_stand_in = thread_hold();
+}
 } // namespace
 
 runtime::runtime(topology devices, runtime_options options)

@@ -244,11 +244,14 @@ void runner::record_failure(const std::string& stage, const std::exception_ptr& 
     what = x.what();
   } catch (...) {
   }
-  const std::string message = "pipeline '" + g_.name + "': stage '" + stage + "' failed: " + what;
+  const std::string failed = "stage '" + stage + "' failed: " + what;
+  const std::string message = "pipeline '" + g_.name + "': " + failed;
   {
     std::lock_guard lock(mutex_);
     if (first_failure_) return;
     first_failure_ = std::make_exception_ptr(error(code, message));
+    failure_after_stop_ = stopped_ != nullptr;
+    if (failure_after_stop_ && code != make_error_code(errc::cancelled)) failed_after_stop_ = failed;
   }
   changed_.notify_all();
   halt(message);
@@ -257,6 +260,13 @@ void runner::record_failure(const std::string& stage, const std::exception_ptr& 
 std::exception_ptr runner::failure() const {
   std::lock_guard lock(mutex_);
   return first_failure_;
+}
+
+std::exception_ptr runner::ended_by() const {
+  if (!stopped_ || (first_failure_ && !failure_after_stop_)) return first_failure_;
+  if (failed_after_stop_.empty()) return stopped_;
+  return std::make_exception_ptr(
+      error(errc::cancelled, "pipeline '" + g_.name + "' was stopped; after the stop, " + failed_after_stop_));
 }
 
 void runner::halt(const std::string& reason) noexcept {
@@ -337,10 +347,13 @@ void runner::wait(std::chrono::nanoseconds timeout) {
     lock.lock();
     // A failure, or a stop by any thread (a host function of this pipeline too), ends the wait
     // at once, once the stages have left (up to give_up_after).
-    if (auto f = first_failure_ ? first_failure_ : stopped_) {
+    // Decided once they have: a host function that stopped its pipeline and then threw has
+    // failed by then, whichever this thread saw first.
+    if (first_failure_ || stopped_) {
       lock.unlock();
       join(clock::now() + options_.give_up_after);
-      std::rethrow_exception(f);
+      lock.lock();
+      std::rethrow_exception(ended_by());
     }
     bool done = true;
     for (std::size_t i = 0; i < stages_.size() && done; ++i)

@@ -119,6 +119,13 @@ private:
   std::condition_variable changed_; // a stage finished, left or failed
   std::exception_ptr first_failure_;
   std::exception_ptr stopped_; // stop() was called: what wait() throws (errc::cancelled)
+  /// The first failure came after the stop: wait() throws the stop, and says the failure where
+  /// the stop did not cause it (a host function that stopped its pipeline and then threw, not
+  /// one whose pop the stop cancelled): "stage 's' failed: ...".
+  bool failure_after_stop_ = false;
+  std::string failed_after_stop_;
+  /// What wait() throws once the stages have left: the first of a failure and a stop (under mutex_).
+  std::exception_ptr ended_by() const;
   /// The stop's report (report.cpp): what the rings and stages hold, `in_turn`'s run (a stage
   /// whose function called stop()) counted as `run` says it will be left.
   stop_report undelivered(const host_stage* in_turn, const host_stage::run_at_stop& run) const;

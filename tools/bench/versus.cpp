@@ -142,7 +142,7 @@ double ringpipe_stream(runtime& rt, const std::vector<const device*>& devices, s
 // or with batch functions (add_source_batch, add_sink_batch), every message verified in the sink.
 // Timed as the inlet/outlet form is, from the first message made to the last one checked (the
 // pipeline's start and teardown are left out of both).
-double source_sink_stream(runtime& rt, const device& dev, std::uint32_t count, bool batches) {
+double source_sink_stream(runtime& rt, const device& dev, std::uint32_t count, bool batches, const settings& s) {
   using msg = test_message<16>;
   pipeline p(rt, {"versus-source-sink"});
   std::uint32_t next = 0, expected = 0, wrong = 0;
@@ -188,6 +188,7 @@ double source_sink_stream(runtime& rt, const device& dev, std::uint32_t count, b
   p.connect(src.out(), k.in());
   p.connect(k.out(), sink.in());
   p.run(10min);
+  if (s.verbose) std::cerr << p.plan() << p.metrics().table() << "\n";
   if (wrong != 0 || expected != count) throw std::runtime_error("versus: the source/sink pipeline lost messages");
   return count / std::chrono::duration<double>(last - first).count();
 }
@@ -315,7 +316,7 @@ void versus_topic(bench_context& c) {
   for (const bool batches : {false, true}) {
     double forms = 0, inlets = 0;
     for (int round = 0; round < rounds(c); ++round) {
-      forms = std::max(forms, source_sink_stream(c.rt, c.dev, small, batches));
+      forms = std::max(forms, source_sink_stream(c.rt, c.dev, small, batches, c.s));
       inlets = std::max(inlets, ringpipe_stream<16>(c.rt, {&c.dev}, small, c.s));
     }
     record(c, batches ? "source_sink_batches_vs_inlet_outlet_16B" : "source_sink_vs_inlet_outlet_16B", 16, 1,

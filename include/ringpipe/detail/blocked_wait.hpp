@@ -4,7 +4,9 @@
 // a barrier another host stage must reach. A runtime sets this thread's hook on each of its io
 // threads (another thread runs the rest meanwhile: runtime::stand_in_thread); the blocking waits
 // of rings, barriers, array copies and collectives hold a blocked_wait and say when they start to
-// sleep. On any other thread the hook is empty and a blocked_wait costs a flag.
+// sleep, and a user's blocking_scope (ringpipe/blocking.hpp) at once. Waits nest: the hook is
+// told of each, and holds one stand-in for the outermost. On any other thread the hook is empty
+// and a blocked_wait costs a flag.
 
 namespace ringpipe::detail {
 
