@@ -16,12 +16,22 @@ def plot_versus_cores(res, path, title):
     """A point per row and run: its ratio against the cache line's round trip between two cores as
     the row ran (near and far placements of a VM's vCPUs)."""
     fig, ax = plt.subplots(figsize=(8, 4.4))
+    # A file of several builds (an A/B): the last build's points filled, the others' hollow.
+    families = [f for f in res.families if any(g == f and CORES in r["metrics"] for g, r in res.named("versus"))]
     for i, (shape, marker) in enumerate(SHAPES):
-        rows = [r["metrics"] for _, r in res.named("versus")
-                if r.get("params", {}).get("shape") == shape and CORES in r["metrics"] and "ratio" in r["metrics"]]
-        if rows:
-            ax.scatter([m[CORES] for m in rows], [m["ratio"] for m in rows], marker=marker, color=f"C{i}",
-                       alpha=0.75, label=shape.replace("_", " "))
+        for fam in families:
+            rows = [r["metrics"] for f, r in res.named("versus")
+                    if f == fam and r.get("params", {}).get("shape") == shape and CORES in r["metrics"]
+                    and "ratio" in r["metrics"]]
+            if not rows:
+                continue
+            filled = fam == families[-1]
+            ax.scatter([m[CORES] for m in rows], [m["ratio"] for m in rows], marker=marker, alpha=0.75,
+                       facecolors=f"C{i}" if filled else "none", edgecolors=f"C{i}",
+                       label=shape.replace("_", " ") if filled else None)
+    if len(families) > 1:
+        for fam, face in ((families[0], "none"), (families[-1], "grey")):
+            ax.scatter([], [], marker="o", facecolors=face, edgecolors="grey", label=res.labels.get(fam, fam))
     ax.axhline(1.0, **BASELINE, label="even with the baseline")
     ax.axhline(0.9, color="C3", linestyle=":", label="target 0.9× (source/sink forms: 0.8×)")
     ax.axhline(0.8, color="C3", linestyle=":", alpha=0.5)
