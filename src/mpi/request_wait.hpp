@@ -4,6 +4,7 @@
 
 #include "mpi_call_lock.hpp"
 
+#include <ringpipe/detail/blocked_wait.hpp>
 #include <ringpipe/mpi/world.hpp>
 
 #include <mpi.h>
@@ -18,8 +19,12 @@
 namespace ringpipe::mpi::detail {
 
 /// Tests `r` under the world's lock, pausing between tests (1 us doubling to 500 us), until it
-/// completes (true) or `deadline` passes (false: `r` is still under way).
+/// completes (true) or `deadline` passes (false: `r` is still under way). A wait past the first
+/// short pauses says it sleeps (detail::blocked_wait): called from a host function on one of a
+/// runtime's io threads (a rank barrier's exchange, a collective), that runtime runs its other
+/// stages meanwhile, which the other ranks may be waiting for.
 inline bool complete_by(world& w, MPI_Request& r, std::chrono::steady_clock::time_point deadline) {
+  ringpipe::detail::blocked_wait blocked;
   for (auto pause = std::chrono::microseconds(1);; pause = std::min(pause * 2, std::chrono::microseconds(500))) {
     int done = 0;
     {
@@ -28,6 +33,7 @@ inline bool complete_by(world& w, MPI_Request& r, std::chrono::steady_clock::tim
     }
     if (done != 0) return true;
     if (std::chrono::steady_clock::now() > deadline) return false;
+    if (pause >= std::chrono::microseconds(64)) blocked.sleeping();
     std::this_thread::sleep_for(pause);
   }
 }
