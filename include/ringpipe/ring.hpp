@@ -4,190 +4,18 @@
 // reach the same memory through fine-grained SVM where the device has it.
 
 #include <ringpipe/error.hpp>
+#include <ringpipe/ring_buffer.hpp>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
-#include <cstdint>
-#include <functional>
+#include <cstring>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <system_error>
 #include <type_traits>
 
 namespace ringpipe {
-
-class device;
-
-/// The ring header, shared with rp_ring in cl/ringpipe/ring.clh. Slots follow it.
-struct ring_header {
-  alignas(64) std::uint32_t head; ///< producer side: messages ever pushed (wraps)
-  alignas(64) std::uint32_t tail; ///< consumer side: messages ever popped (wraps)
-  alignas(64) std::uint32_t capacity;
-  std::uint32_t slot_size;
-  std::uint32_t flags; ///< producer side: ring_closed
-  std::uint32_t mask;
-};
-static_assert(offsetof(ring_header, head) == 0 && offsetof(ring_header, tail) == 64);
-static_assert(offsetof(ring_header, capacity) == 128 && offsetof(ring_header, slot_size) == 132);
-static_assert(offsetof(ring_header, flags) == 136 && offsetof(ring_header, mask) == 140);
-static_assert(sizeof(ring_header) == 192, "cl/ringpipe/ring.clh: RP_HEADER_BYTES");
-inline constexpr std::uint32_t ring_closed = 1;
-
-/// Where a ring's bytes live.
-enum class ring_memory {
-  host, ///< ordinary host memory: host threads only, or batched kernels through a device mirror
-  svm,  ///< fine-grained SVM with atomics: host and kernels of one context poll it directly
-};
-
-struct ring_options {
-  std::string name = "ring";         ///< used in errors and metrics
-  std::uint32_t initial_counter = 0; ///< start value of head and tail (tests of the 32-bit wrap)
-};
-
-/// Untyped storage and host-side operations of one ring. Either end may be host code; each end
-/// must be used by one thread at a time (single producer, single consumer).
-class ring_buffer {
-public:
-  /// Host memory.
-  ring_buffer(std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options = {});
-  /// Memory `dev`'s kernels can poll: fine-grained SVM in its context when the device has it,
-  /// otherwise host memory (kernels there run batched through a device mirror).
-  ring_buffer(const device& dev, std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options = {});
-  ~ring_buffer();
-  ring_buffer(const ring_buffer&) = delete;
-  ring_buffer& operator=(const ring_buffer&) = delete;
-
-  const std::string& name() const noexcept { return name_; }
-  ring_memory memory() const noexcept { return memory_; }
-  /// The SVM context the ring lives in (null for host memory).
-  cl_context svm_context() const noexcept { return svm_context_; }
-  std::uint32_t capacity() const noexcept { return capacity_; }
-  std::uint32_t slot_size() const noexcept { return slot_size_; }
-  std::size_t bytes() const noexcept { return bytes_; }
-  ring_header* header() const noexcept { return header_; }
-  std::byte* slot(std::uint32_t counter) const noexcept {
-    return slots_ + static_cast<std::size_t>(counter & (capacity_ - 1)) * slot_size_;
-  }
-  /// Copies `n` slots from counter `from` on into contiguous `dst`, in at most two runs (up to
-  /// the end of the slot array, then from its start). Moves no counter.
-  void copy_out(std::uint32_t from, std::uint32_t n, std::byte* dst) const noexcept;
-
-  // --- producer side ---
-  [[nodiscard]] bool try_push_bytes(const void* message) noexcept;
-  /// Pushes up to `count` messages of slot_size bytes each; returns how many fit.
-  std::size_t push_n_bytes(const void* messages, std::size_t count) noexcept;
-  /// Free slots as the producer sees them.
-  std::uint32_t space() noexcept;
-  /// Up to `max` free slots after the head that lie in one piece (empty when the ring is full),
-  /// to be filled in place; commit_push(n) then publishes the first n. Saves the copy of push_n.
-  std::span<std::byte> write_window(std::size_t max) noexcept;
-  void commit_push(std::size_t n) noexcept;
-  /// Ends the stream: the consumer drains what was pushed, then sees the end.
-  void close() noexcept;
-
-  // --- consumer side ---
-  [[nodiscard]] bool try_pop_bytes(void* message) noexcept;
-  std::size_t pop_n_bytes(void* messages, std::size_t count) noexcept;
-  /// Copies up to `count` messages without taking them; drop_n(k) then takes the first k of them.
-  std::size_t peek_n_bytes(void* messages, std::size_t count) noexcept;
-  void drop_n(std::size_t count) noexcept;
-  /// Up to `max` queued messages from the tail that lie in one piece, to be read in place (they
-  /// stay valid until drop_n gives their slots back). Saves the copy of peek_n.
-  std::span<const std::byte> read_window(std::size_t max) noexcept;
-  /// Closed by the producer and empty: the stream has ended.
-  bool drained() noexcept;
-
-  // --- either side ---
-  /// Wakes every push and pop blocked on the ring (ring<T>::push/pop with a timeout): they fail
-  /// with errc::cancelled and `reason`, and so do later blocking calls. The pipeline cancels its
-  /// rings when it stops or fails, naming the stop or the failed stage. The first reason stays.
-  void cancel(std::string reason) noexcept;
-  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
-  /// Why the ring was cancelled; empty before.
-  std::string cancel_reason() const;
-
-  // --- the consumer's wake ---
-  /// What a host push or close calls, on the pushing thread, once after each want_push_wake().
-  /// A new consumer (a kernel started again on the same rings) replaces the last one's, also
-  /// while a producer pushes.
-  void set_push_wake(std::function<void()> wake);
-  /// The consumer sleeps on an empty ring: the next host push or close wakes it at once. A push
-  /// that races the request may miss it; the consumer's timer is the fallback, so a missed wake
-  /// costs one sleep, never a message.
-  void want_push_wake() noexcept { push_wake_wanted_.store(true, std::memory_order_seq_cst); }
-  bool push_wake_wanted() const noexcept { return push_wake_wanted_.load(std::memory_order_acquire); }
-
-  // --- either side (a snapshot) ---
-  std::uint32_t size() const noexcept;
-  bool closed() const noexcept;
-  /// Highest fill seen when either host side refreshed its view of the other counter.
-  std::uint32_t high_water() const noexcept { return high_water_.load(std::memory_order_relaxed); }
-  std::uint64_t pushed() const noexcept { return pushed_.load(std::memory_order_relaxed); }
-  std::uint64_t popped() const noexcept { return popped_.load(std::memory_order_relaxed); }
-
-  // Counter access with the orders of the protocol, for the ring's host-side movers.
-  std::uint32_t load_head(std::memory_order o) const noexcept { return std::atomic_ref(header_->head).load(o); }
-  std::uint32_t load_tail(std::memory_order o) const noexcept { return std::atomic_ref(header_->tail).load(o); }
-  /// Publishes messages written into the slots, and wakes a consumer that asked for it.
-  void publish_head(std::uint32_t h) noexcept {
-    store_head(h);
-    wake_consumer();
-  }
-  void publish_tail(std::uint32_t t) noexcept { std::atomic_ref(header_->tail).store(t, std::memory_order_release); }
-  void note_fill(std::uint32_t fill) noexcept;
-
-  /// Waits, with adaptive backoff, until `ready()` or `timeout`; false on timeout.
-  template <class Ready> static bool wait_until(Ready&& ready, std::chrono::nanoseconds timeout);
-  /// The same for this ring's consumer: once it sleeps, a host push, publish, close or cancel
-  /// wakes it at once (a push that races its request is found when its sleep ends, as before).
-  template <class Ready> bool wait_as_consumer(Ready&& ready, std::chrono::nanoseconds timeout);
-
-private:
-  void init(std::uint32_t capacity, std::uint32_t slot_size, const ring_options& options);
-  /// The consumer's view of the head: reloaded when it shows fewer than `want` messages.
-  void refresh_consumer_cache(std::uint32_t tail, std::size_t want) noexcept;
-  void store_head(std::uint32_t h) noexcept { std::atomic_ref(header_->head).store(h, std::memory_order_release); }
-  /// The consumer's sleep in wait_as_consumer: up to `d`, or until a wake.
-  void sleep_as_consumer(std::chrono::microseconds d) noexcept;
-  void note_pushed(std::uint32_t n) noexcept { pushed_.store(pushed() + n, std::memory_order_relaxed); }
-  void note_popped(std::uint32_t n) noexcept { popped_.store(popped() + n, std::memory_order_relaxed); }
-  /// After a push or close: one load on the producer's line while nobody waits.
-  void wake_consumer() noexcept {
-    if (push_wake_wanted_.load(std::memory_order_acquire) &&
-        push_wake_wanted_.exchange(false, std::memory_order_acq_rel))
-      call_push_wake();
-  }
-  void call_push_wake() noexcept;
-  /// Wakes an application thread asleep in wait_as_consumer.
-  void wake_sleeping_consumer() noexcept;
-
-  std::string name_;
-  ring_memory memory_ = ring_memory::host;
-  cl_context svm_context_ = nullptr;
-  std::uint32_t capacity_ = 0;
-  std::uint32_t slot_size_ = 0;
-  std::size_t bytes_ = 0;
-  ring_header* header_ = nullptr;
-  std::byte* slots_ = nullptr;
-  // Each host end's cached view of the other end's counter, on separate lines.
-  alignas(64) std::uint32_t producer_tail_cache_ = 0; // producer side
-  std::atomic<bool> push_wake_wanted_{false};         // the consumer sets it only before it sleeps
-  alignas(64) std::uint32_t consumer_head_cache_ = 0; // consumer side
-  alignas(64) std::atomic<std::uint32_t> high_water_{0};
-  std::atomic<std::uint64_t> pushed_{0}; // producer side writes
-  std::atomic<bool> cancelled_{false};
-  mutable std::mutex cancel_mutex_;
-  std::string cancel_reason_;  // set once, before cancelled_
-  std::mutex push_wake_mutex_; // taken once per wake, never on a push that wakes nobody
-  std::function<void()> push_wake_;
-  std::mutex consumer_sleep_mutex_; // an application thread blocked in pop sleeps on it
-  std::condition_variable consumer_sleep_;
-  alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes
-};
 
 /// A typed ring of trivially copyable messages. Cheap to copy: copies share the ring.
 template <class T> class ring {
@@ -208,12 +36,25 @@ public:
   }
 
   // --- producer side ---
-  [[nodiscard]] bool try_push(const T& m) noexcept { return buffer_->try_push_bytes(&m); }
+  [[nodiscard]] bool try_push(const T& m) noexcept {
+    std::byte* slot = buffer_->next_push_slot();
+    if (slot == nullptr) return false;
+    std::memcpy(slot, &m, sizeof(T));
+    buffer_->commit_push(1);
+    return true;
+  }
   std::size_t push_n(std::span<const T> ms) noexcept { return buffer_->push_n_bytes(ms.data(), ms.size()); }
   /// Blocks while the ring is full; throws errc::timeout naming the ring after `timeout`.
-  void push(const T& m, std::chrono::nanoseconds timeout);
+  void push(const T& m, std::chrono::nanoseconds timeout) {
+    if (!buffer_->cancelled() && try_push(m)) return;
+    push_waiting(m, timeout);
+  }
   /// As push(), but reports a timeout through `ec` (and returns false) instead of throwing.
-  bool push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  bool push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
+    ec.clear();
+    if (!buffer_->cancelled() && try_push(m)) return true;
+    return push_waiting(m, timeout, ec);
+  }
   /// Pushes every message, in runs, waiting while the ring is full (spinning briefly, then
   /// yielding and sleeping, so a waiting producer leaves its core to the kernels it feeds).
   /// Returns how many were pushed: all of them, or fewer with `ec` set to errc::timeout or
@@ -227,13 +68,26 @@ public:
   void close() noexcept { buffer_->close(); }
 
   // --- consumer side ---
-  [[nodiscard]] bool try_pop(T& m) noexcept { return buffer_->try_pop_bytes(&m); }
+  [[nodiscard]] bool try_pop(T& m) noexcept {
+    const std::byte* slot = buffer_->next_pop_slot();
+    if (slot == nullptr) return false;
+    std::memcpy(&m, slot, sizeof(T));
+    buffer_->drop_n(1);
+    return true;
+  }
   std::size_t pop_n(std::span<T> ms) noexcept { return buffer_->pop_n_bytes(ms.data(), ms.size()); }
   /// Blocks until a message arrives (true) or the stream ends (false); throws errc::timeout
   /// naming the ring after `timeout`.
-  bool pop(T& m, std::chrono::nanoseconds timeout);
+  bool pop(T& m, std::chrono::nanoseconds timeout) {
+    if (!buffer_->cancelled() && try_pop(m)) return true;
+    return pop_waiting(m, timeout);
+  }
   /// As pop(), but a timeout sets `ec` and returns false.
-  bool pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  bool pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
+    ec.clear();
+    if (!buffer_->cancelled() && try_pop(m)) return true;
+    return pop_waiting(m, timeout, ec);
+  }
   /// Waits as push_all() does until at least one message is there, then pops up to ms.size().
   /// Returns 0 at the end of the stream, or with `ec` set to errc::timeout or errc::cancelled.
   std::size_t pop_some(std::span<T> ms, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
@@ -252,6 +106,15 @@ public:
   const std::shared_ptr<ring_buffer>& shared_buffer() const noexcept { return buffer_; }
 
 private:
+  // push and pop past their first try, out of the caller's inline path. A small message goes
+  // by value (in registers): passed by address, one built at the call would be built on the
+  // stack for it, and the fast path's copy would reload it from there.
+  using waiting_message = std::conditional_t<(sizeof(T) <= 2 * sizeof(void*)), T, const T&>;
+  void push_waiting(waiting_message m, std::chrono::nanoseconds timeout);
+  bool push_waiting(waiting_message m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  bool pop_waiting(T& m, std::chrono::nanoseconds timeout);
+  bool pop_waiting(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+
   // A slot holds one T (sizeof(T) bytes) and slots start on a 64-byte boundary: a run of slots is
   // an array of T.
   template <class U, class Byte> static std::span<U> typed(std::span<Byte> bytes) noexcept {
@@ -268,38 +131,11 @@ error ring_cancelled_error(const ring_buffer& r, bool push);
 
 } // namespace ringpipe
 
-#include <ringpipe/backoff.hpp>
-#include <ringpipe/detail/blocked_wait.hpp>
-
-template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std::chrono::nanoseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  backoff b;
-  detail::blocked_wait blocked;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    if (b.sleeps_next()) blocked.sleeping();
-    b.wait();
-  }
-  return true;
-}
-
-template <class Ready> bool ringpipe::ring_buffer::wait_as_consumer(Ready&& ready, std::chrono::nanoseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  backoff b;
-  detail::blocked_wait blocked;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    if (b.sleeps_next()) blocked.sleeping();
-    b.wait([this](std::chrono::microseconds d) { sleep_as_consumer(d); });
-  }
-  return true;
-}
-
 template <class T>
-bool ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
-  ec.clear();
+bool ringpipe::ring<T>::push_waiting(waiting_message m, std::chrono::nanoseconds timeout,
+                                     std::error_code& ec) noexcept {
   bool pushed = false;
-  const auto done = [&] { return buffer_->cancelled() || (pushed = buffer_->try_push_bytes(&m)); };
+  const auto done = [&] { return buffer_->cancelled() || (pushed = try_push(m)); };
   if (done() || ring_buffer::wait_until(done, timeout)) {
     if (pushed) return true;
     ec = make_error_code(errc::cancelled);
@@ -309,33 +145,33 @@ bool ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout, std::
   return false;
 }
 
-template <class T> void ringpipe::ring<T>::push(const T& m, std::chrono::nanoseconds timeout) {
+template <class T> void ringpipe::ring<T>::push_waiting(waiting_message m, std::chrono::nanoseconds timeout) {
   std::error_code ec;
-  if (push(m, timeout, ec)) return;
+  if (push_waiting(m, timeout, ec)) return;
   if (ec == make_error_code(errc::cancelled)) throw ring_cancelled_error(*buffer_, true);
   throw ring_timeout_error(*buffer_, true, timeout);
 }
 
-template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
-  ec.clear();
+template <class T>
+bool ringpipe::ring<T>::pop_waiting(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
   bool got = false;
   // A cancelled ring gives nothing more: what it holds is counted by the stop that cancelled it.
-  const auto done = [&] { return buffer_->cancelled() || (got = buffer_->try_pop_bytes(&m)) || buffer_->drained(); };
+  const auto done = [&] { return buffer_->cancelled() || (got = try_pop(m)) || buffer_->drained(); };
   if (done() || buffer_->wait_as_consumer(done, timeout)) {
     if (got) return true;
     if (buffer_->cancelled()) {
       ec = make_error_code(errc::cancelled);
       return false;
     }
-    return buffer_->try_pop_bytes(&m);
+    return try_pop(m);
   }
   ec = make_error_code(errc::timeout);
   return false;
 }
 
-template <class T> bool ringpipe::ring<T>::pop(T& m, std::chrono::nanoseconds timeout) {
+template <class T> bool ringpipe::ring<T>::pop_waiting(T& m, std::chrono::nanoseconds timeout) {
   std::error_code ec;
-  const bool got = pop(m, timeout, ec);
+  const bool got = pop_waiting(m, timeout, ec);
   if (ec == make_error_code(errc::cancelled)) throw ring_cancelled_error(*buffer_, false);
   if (ec) throw ring_timeout_error(*buffer_, false, timeout);
   return got;

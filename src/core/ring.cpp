@@ -126,18 +126,16 @@ std::uint32_t ring_buffer::space() noexcept {
 }
 
 bool ring_buffer::try_push_bytes(const void* message) noexcept {
-  const auto head = load_head(std::memory_order_relaxed);
-  if (head - producer_tail_cache_ == capacity_ && space() == 0) return false;
-  std::memcpy(slot(head), message, slot_size_);
-  store_head(head + 1);
-  note_pushed(1);
-  wake_consumer();
+  std::byte* to = next_push_slot();
+  if (to == nullptr) return false;
+  std::memcpy(to, message, slot_size_);
+  commit_push(1);
   return true;
 }
 
 std::size_t ring_buffer::push_n_bytes(const void* messages, std::size_t count) noexcept {
   const auto head = load_head(std::memory_order_relaxed);
-  auto free = capacity_ - (head - producer_tail_cache_);
+  auto free = cached_space(head);
   if (free < count) free = space();
   const auto n = static_cast<std::uint32_t>(std::min<std::size_t>(free, count));
   const auto* src = static_cast<const std::byte*>(messages);
@@ -161,16 +159,9 @@ std::span<std::byte> ring_buffer::write_window(std::size_t max) noexcept {
   const auto head = load_head(std::memory_order_relaxed);
   const auto contiguous = capacity_ - (head & (capacity_ - 1));
   const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(max, contiguous));
-  auto free = capacity_ - (head - producer_tail_cache_);
+  auto free = cached_space(head);
   if (free < want) free = space();
   return {slot(head), static_cast<std::size_t>(std::min(free, want)) * slot_size_};
-}
-
-void ring_buffer::commit_push(std::size_t n) noexcept {
-  if (n == 0) return;
-  store_head(load_head(std::memory_order_relaxed) + static_cast<std::uint32_t>(n));
-  note_pushed(static_cast<std::uint32_t>(n));
-  wake_consumer();
 }
 
 void ring_buffer::close() noexcept {
@@ -204,16 +195,17 @@ void ring_buffer::set_push_wake(std::function<void()> wake) {
 }
 
 bool ring_buffer::try_pop_bytes(void* message) noexcept {
-  const auto tail = load_tail(std::memory_order_relaxed);
-  if (consumer_head_cache_ == tail) {
-    consumer_head_cache_ = load_head(std::memory_order_acquire);
-    note_fill(consumer_head_cache_ - tail);
-    if (consumer_head_cache_ == tail) return false;
-  }
-  std::memcpy(message, slot(tail), slot_size_);
-  publish_tail(tail + 1);
-  note_popped(1);
+  const std::byte* from = next_pop_slot();
+  if (from == nullptr) return false;
+  std::memcpy(message, from, slot_size_);
+  drop_n(1);
   return true;
+}
+
+bool ring_buffer::refresh_consumer_head(std::uint32_t tail) noexcept {
+  consumer_head_cache_ = load_head(std::memory_order_acquire);
+  note_fill(consumer_head_cache_ - tail);
+  return consumer_head_cache_ != tail;
 }
 
 std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept {
@@ -223,9 +215,7 @@ std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept
 }
 
 void ring_buffer::refresh_consumer_cache(std::uint32_t tail, std::size_t want) noexcept {
-  // Reloaded also when the cache lies behind the tail (more than a ring's fill ahead): the
-  // consumer's side was used elsewhere before (a batched kernel's driver, then its owner).
-  if (consumer_head_cache_ - tail < want || consumer_head_cache_ - tail > capacity_) {
+  if (cached_queued(tail) < want) {
     consumer_head_cache_ = load_head(std::memory_order_acquire);
     note_fill(consumer_head_cache_ - tail);
   }
@@ -245,12 +235,6 @@ std::span<const std::byte> ring_buffer::read_window(std::size_t max) noexcept {
   const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(max, contiguous));
   refresh_consumer_cache(tail, want);
   return {slot(tail), static_cast<std::size_t>(std::min(consumer_head_cache_ - tail, want)) * slot_size_};
-}
-
-void ring_buffer::drop_n(std::size_t count) noexcept {
-  if (count == 0) return;
-  publish_tail(load_tail(std::memory_order_relaxed) + static_cast<std::uint32_t>(count));
-  note_popped(static_cast<std::uint32_t>(count));
 }
 
 void ring_buffer::copy_out(std::uint32_t from, std::uint32_t n, std::byte* dst) const noexcept {
