@@ -15,9 +15,10 @@ def has_cores(res):
 def plot_versus_cores(res, path, title):
     """A point per row and run: its ratio against the cache line's round trip between two cores as
     the row ran (near and far placements of a VM's vCPUs)."""
-    fig, ax = plt.subplots(figsize=(8, 4.4))
-    # A file of several builds (an A/B): the last build's points filled, the others' hollow.
+    # A file of several builds (an A/B): the last build's points filled, the others' hollow, and
+    # the legend, which then names the builds, under the plot instead of squeezing it.
     families = [f for f in res.families if any(g == f and CORES in r["metrics"] for g, r in res.named("versus"))]
+    fig, ax = plt.subplots(figsize=(8, 6.2) if len(families) > 1 else (8, 4.4))
     for i, (shape, marker) in enumerate(SHAPES):
         for fam in families:
             rows = [r["metrics"] for f, r in res.named("versus")
@@ -43,4 +44,5 @@ def plot_versus_cores(res, path, title):
                   if r.get("params", {}).get("shape") in shown and CORES not in r["metrics"])
     finish(fig, (ax,), path, title + "\nbaseline: hand-written CLHPP; source/sink shapes against inlet/outlet. "
            "Each point: one row of one run" +
-           (f" ({without} rows of builds that did not measure the cores are left out)" if without else ""))
+           (f" ({without} rows of builds that did not measure the cores are left out)" if without else ""),
+           legend_below=len(families) > 1)
