@@ -30,17 +30,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-mpi::world* the_world = nullptr;
-
-class RankCoordination : public ::testing::Test {
-protected:
-  mpi::world& w() { return *the_world; }
-  bool sender() { return w().rank() == 0; }
-  static runtime& rt() {
-    static runtime r;
-    return r;
-  }
-};
+class RankCoordination : public ringpipe::testing::OnRanks {};
 
 // Arrivals per phase in memory both ranks map (they run on one machine): a phase released on any
 // rank must have had every participant of every rank arrive.
@@ -328,5 +318,5 @@ TEST_F(RankCoordination, SizesThatDoNotAgreeAreRefusedOnEveryRankBeforeAnythingM
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_coordination_test", the_world);
+  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_coordination_test");
 }

@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-mpi::world* the_world = nullptr;
+using ringpipe::testing::the_world;
 constexpr int go_tag = 77;
 
 struct item {
@@ -103,5 +103,5 @@ TEST(RankHostWaits, ARankBarrierMetFromAHostFunctionLetsTheRanksOtherStagesRun) 
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_host_waits_test", the_world);
+  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_host_waits_test");
 }

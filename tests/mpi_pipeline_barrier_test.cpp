@@ -20,20 +20,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-mpi::world* the_world = nullptr;
 
 struct phase_item {
   std::uint32_t seq, phase, tag, pad;
 };
 
-class RankPipelineBarrier : public ::testing::Test {
-protected:
-  mpi::world& w() { return *the_world; }
-  static runtime& rt() {
-    static runtime r;
-    return r;
-  }
-};
+class RankPipelineBarrier : public ringpipe::testing::OnRanks {};
 
 // Declared alike on both ranks: side s (0 "left", 1 "right") is a source of `count` items, a
 // phased kernel tagging them s, and a sink that checks them, all placed on rank s.
@@ -115,5 +107,5 @@ TEST_F(RankPipelineBarrier, ABarrierARankHasNoMemberOfIsRefusedOnEveryRank) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_pipeline_barrier_test", the_world);
+  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_pipeline_barrier_test");
 }

@@ -29,7 +29,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-mpi::world* the_world = nullptr;
+using ringpipe::testing::the_world;
 std::uint32_t messages_4k = 1000000;
 int slow_seconds = 30;
 
@@ -281,5 +281,5 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--messages-4k")) messages_4k = static_cast<std::uint32_t>(std::stoul(argv[i + 1]));
     if (!std::strcmp(argv[i], "--slow-seconds")) slow_seconds = std::stoi(argv[i + 1]);
   }
-  return ringpipe::testing::run_on_ranks(argc, argv, 3, "mpi_pipeline_test", the_world);
+  return ringpipe::testing::run_on_ranks(argc, argv, 3, "mpi_pipeline_test");
 }

@@ -236,5 +236,5 @@ TEST_F(RemoteLink, AFailureOnOneRankReachesTheOtherWithItsReason) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_remote_test", ringpipe::testing::remote_world);
+  return ringpipe::testing::run_on_ranks(argc, argv, 2, "mpi_remote_test");
 }

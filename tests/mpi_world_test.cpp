@@ -20,7 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-mpi::world* the_world = nullptr;
+using ringpipe::testing::the_world;
 
 TEST(WorldLock, RingpipesOwnCallsRunWithoutOpenMpisYieldAndTheApplicationsKeepIt) {
   const auto set = mpi::detail::mpi_call_lock::yield_switch();
@@ -91,5 +91,5 @@ TEST(OrphanTransfers, AFrameLeftUnderWayKeepsItsMemoryUntilMpiHasSentIt) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  return ringpipe::testing::run_on_ranks(argc, argv, 1, "mpi_world_test", the_world);
+  return ringpipe::testing::run_on_ranks(argc, argv, 1, "mpi_world_test");
 }
