@@ -215,10 +215,7 @@ std::size_t ring_buffer::pop_n_bytes(void* messages, std::size_t count) noexcept
 }
 
 void ring_buffer::refresh_consumer_cache(std::uint32_t tail, std::size_t want) noexcept {
-  if (cached_queued(tail) < want) {
-    consumer_head_cache_ = load_head(std::memory_order_acquire);
-    note_fill(consumer_head_cache_ - tail);
-  }
+  if (cached_queued(tail) < want) (void)refresh_consumer_head(tail);
 }
 
 std::size_t ring_buffer::peek_n_bytes(void* messages, std::size_t count) noexcept {
