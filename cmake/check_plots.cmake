@@ -1,7 +1,12 @@
 # Every result file in bench/ has its plots in docs/images/bench/ (scripts/plots.sh draws them),
-# and docs/performance.md shows each plot.
+# and docs/performance.md or a part of its journal (docs/performance/*.md) shows each plot.
 file(GLOB results "${ROOT}/bench/*.json")
-file(READ "${ROOT}/docs/performance.md" performance)
+file(GLOB pages "${ROOT}/docs/performance.md" "${ROOT}/docs/performance/*.md")
+set(performance "")
+foreach(page ${pages})
+  file(READ "${page}" text)
+  string(APPEND performance "${text}")
+endforeach()
 set(problems "")
 foreach(result ${results})
   get_filename_component(stem "${result}" NAME_WE)
@@ -15,7 +20,7 @@ foreach(plot ${plots})
   get_filename_component(name "${plot}" NAME)
   string(FIND "${performance}" "images/bench/${name}" at)
   if(at EQUAL -1)
-    string(APPEND problems "\n  docs/performance.md does not show images/bench/${name}")
+    string(APPEND problems "\n  neither docs/performance.md nor its journal (docs/performance/) shows images/bench/${name}")
   endif()
 endforeach()
 if(problems)

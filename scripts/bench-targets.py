@@ -64,7 +64,7 @@ TARGETS = [
 
 
 # Files written before `versus` recorded the mode its round trip's kernel ran in, and that mode as
-# their section of docs/performance.md gives it (the H100 through NVIDIA's OpenCL: batched only).
+# their section of the performance journal (docs/performance/) gives it (the H100 through NVIDIA's OpenCL: batched only).
 ROUND_TRIP_MODE_BEFORE_IT_WAS_RECORDED = {"nvidia-h100-2026-11-26": "batched",
                                           "nvidia-h100-2026-11-27-mirror-spans": "batched"}
 
