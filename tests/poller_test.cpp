@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
+#include <thread>
 
 using namespace ringpipe::detail;
 using ringpipe::testing::manual_executor;
@@ -203,6 +205,102 @@ TEST_F(PollerTest, WaitingSleepsTheCeilingAtOnceAndAWakeCutsItShort) {
   EXPECT_EQ(ex->ready(), 1u);
   next = poll_result::idle;
   ex->run_ready(); // woken inside a fresh spin window
+  EXPECT_EQ(ex->ready(), 1u);
+}
+
+// An application's push into an idle kernel's ring steps its proxy on the pushing thread: the
+// step runs before run_here() returns, as a woken one (its sleep cancelled, the backoff over), and
+// what follows it is the executor's, as after any step.
+TEST_F(PollerTest, RunHereStepsOnTheCallingThreadAtOnce) {
+  p.start(owner);
+  next = poll_result::idle;
+  ex->run_ready();
+  ex->advance(200us); // past the spin window
+  ex->run_ready();
+  ASSERT_TRUE(ex->timer_in()) << "asleep";
+  const int before = steps;
+  next = poll_result::progress;
+  p.run_here();
+  EXPECT_EQ(steps, before + 1) << "the step did not run on the calling thread";
+  EXPECT_FALSE(ex->timer_in()) << "the sleep was not cancelled";
+  EXPECT_EQ(ex->ready(), 1u) << "progress polls again at once, on the executor";
+  next = poll_result::idle;
+  ex->run_ready();
+  EXPECT_EQ(steps, before + 2);
+}
+
+// Steps never overlap: a run the executor starts while a step runs on an application thread
+// returns without stepping, and that thread posts a run as its step ends, so nothing is lost.
+TEST(PollerRunHere, ARunThatFindsAStepRunningElsewhereLeavesTheNextToIt) {
+  auto ex = std::make_shared<manual_executor>();
+  auto owner = std::make_shared<int>(0);
+  std::atomic<int> steps{0};
+  std::atomic<bool> inside{false}, release{false};
+  poller p{ex, kernel_proxy_timing, [&] {
+             ++steps;
+             inside.store(true);
+             while (!release.load())
+               std::this_thread::yield();
+             return poll_result::idle;
+           }};
+  release.store(true);
+  p.start(owner);
+  ex->run_ready(); // the first step: idle, asleep
+  ASSERT_EQ(steps.load(), 1);
+  release.store(false);
+  inside.store(false);
+  std::thread application([&] { p.run_here(); });
+  while (!inside.load())
+    std::this_thread::yield();
+  p.run(); // what a timer or a wake's post runs on an io thread meanwhile
+  EXPECT_EQ(steps.load(), 2) << "two steps ran at once";
+  release.store(true);
+  application.join();
+  EXPECT_EQ(ex->ready(), 1u) << "the run it turned away was not posted again";
+  ex->run_ready();
+  EXPECT_EQ(steps.load(), 3);
+}
+
+// What the owner does beside its steps (a kernel's proxy releasing its device objects once it is
+// done) waits for a step that an application thread runs to end.
+TEST(PollerRunHere, ExclusiveWorkWaitsForAStepRunningElsewhere) {
+  auto ex = std::make_shared<manual_executor>();
+  auto owner = std::make_shared<int>(0);
+  std::atomic<bool> inside{false}, release{false}, ran{false};
+  poller p{ex, kernel_proxy_timing, [&] {
+             inside.store(true);
+             while (!release.load())
+               std::this_thread::yield();
+             return poll_result::done;
+           }};
+  p.start(owner);
+  std::thread application([&] { p.run_here(); });
+  while (!inside.load())
+    std::this_thread::yield();
+  std::thread releasing([&] { p.exclusive([&] { ran.store(true); }); });
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(ran.load()) << "ran beside the step";
+  release.store(true);
+  application.join();
+  releasing.join();
+  EXPECT_TRUE(ran.load());
+}
+
+// A step run here whose work wakes its own poller again (nested) posts instead of recursing.
+TEST(PollerRunHere, AStepRunHereThatRunsItsPollerAgainPostsInstead) {
+  auto ex = std::make_shared<manual_executor>();
+  auto owner = std::make_shared<int>(0);
+  int steps = 0;
+  poller* self = nullptr;
+  poller p{ex, kernel_proxy_timing, [&] {
+             if (++steps == 2) self->run_here();
+             return poll_result::idle;
+           }};
+  self = &p;
+  p.start(owner);
+  ex->run_ready();
+  p.run_here();
+  EXPECT_EQ(steps, 2) << "the nested run_here stepped on the same thread";
   EXPECT_EQ(ex->ready(), 1u);
 }
 

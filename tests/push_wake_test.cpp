@@ -8,11 +8,13 @@
 #include "device_fixture.hpp"
 #include "test_message.hpp"
 
+#include <boost/asio/post.hpp>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <thread>
 
 using namespace ringpipe;
@@ -90,17 +92,29 @@ protected:
     }
     return true;
   }
+  // test_map between two 64-slot rings of the first device, started in `mode`.
+  struct map_kernel {
+    ring<msg16> in, out;
+    ring_kernel<msg16, msg16> k;
+    explicit map_kernel(kernel_mode mode)
+        : in(topo()[0], 64, {"in"}), out(topo()[0], 64, {"out"}),
+          k(rt(), topo()[0], {test_stages_source(16), "test_map", ""}, in_mode(mode)) {
+      k.start(in, out);
+    }
+    static kernel_options in_mode(kernel_mode mode) {
+      kernel_options options;
+      options.mode = mode;
+      return options;
+    }
+  };
 };
 
 // Each message is pushed after the proxy has asked: the ring wakes it, the batch runs, and the
 // proxy asks again once the kernel is idle. Order and count checked.
 TEST_F(PushWakeKernelTest, AnIdleBatchedKernelAsksAndEveryPushIsRun) {
-  const auto& dev = topo()[0];
-  ring<msg16> in(dev, 64, {"in"}), out(dev, 64, {"out"});
-  kernel_options options;
-  options.mode = kernel_mode::batched;
-  ring_kernel<msg16, msg16> k(rt(), dev, {test_stages_source(16), "test_map", ""}, options);
-  k.start(in, out);
+  map_kernel run(kernel_mode::batched);
+  auto &in = run.in, &out = run.out;
+  auto& k = run.k;
   for (std::uint32_t i = 0; i < 20; ++i) {
     ASSERT_TRUE(wait_for([&] { return in.buffer().push_wake_wanted(); }, 10s))
         << "the proxy of idle kernel '" << k.name() << "' did not ask ring 'in' for a wake (message " << i << ")";
@@ -116,16 +130,47 @@ TEST_F(PushWakeKernelTest, AnIdleBatchedKernelAsksAndEveryPushIsRun) {
   EXPECT_EQ(k.stats().msgs_out, 20u);
 }
 
+// An application's push into an idle kernel launches it on the pushing thread instead of waking an
+// io thread to do it (one wake of an idle core less per sporadic message): with every io thread
+// of the runtime held, the launch is in before the push returns, and the result comes once the
+// threads are free again (the proxy publishes it there).
+TEST_F(PushWakeKernelTest, AnApplicationsPushLaunchesAnIdleKernelOnItsOwnThread) {
+  map_kernel run(kernel_mode::batched);
+  auto &in = run.in, &out = run.out;
+  auto& k = run.k;
+  ASSERT_TRUE(in.try_push(make_test_message<16>(0)));
+  msg16 m{};
+  ASSERT_TRUE(out.pop(m, 10s));
+  ASSERT_TRUE(wait_for([&] { return in.buffer().push_wake_wanted(); }, 10s));
+  std::atomic<unsigned> held{0};
+  std::promise<void> release;
+  const std::shared_future<void> released = release.get_future().share();
+  for (unsigned i = 0; i < rt().thread_limit(); ++i)
+    boost::asio::post(rt().io(), [&held, released] {
+      ++held;
+      released.wait();
+    });
+  ASSERT_TRUE(wait_for([&] { return held.load() == rt().threads(); }, 10s));
+  const auto launches = k.stats().launches;
+  ASSERT_TRUE(in.try_push(make_test_message<16>(1)));
+  EXPECT_EQ(k.stats().launches, launches + 1)
+      << "kernel '" << k.name() << "' was not launched by the push into ring 'in' with every io thread held";
+  release.set_value();
+  ASSERT_TRUE(out.pop(m, 10s));
+  EXPECT_EQ(m.seq, 1u);
+  EXPECT_EQ(m.check, test_check_after(1, 1));
+  k.stop(30s);
+  EXPECT_EQ(k.stats().msgs_out, 2u);
+}
+
 // A resident kernel polls its ring on the device: its proxy has nothing to be woken for.
 TEST_F(PushWakeKernelTest, AResidentKernelNeverAsks) {
   const auto& dev = topo()[0];
   if (!dev.info().supports(kernel_mode::persistent))
     GTEST_SKIP() << "device '" << dev.name() << "' runs no resident kernel";
-  ring<msg16> in(dev, 64, {"in"}), out(dev, 64, {"out"});
-  kernel_options options;
-  options.mode = kernel_mode::persistent;
-  ring_kernel<msg16, msg16> k(rt(), dev, {test_stages_source(16), "test_map", ""}, options);
-  k.start(in, out);
+  map_kernel run(kernel_mode::persistent);
+  auto &in = run.in, &out = run.out;
+  auto& k = run.k;
   ASSERT_TRUE(in.try_push(make_test_message<16>(0)));
   msg16 m{};
   ASSERT_TRUE(out.pop(m, 10s));

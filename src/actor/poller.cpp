@@ -49,6 +49,36 @@ std::chrono::microseconds poller::first_sleep(poll_executor::clock::time_point n
 
 void poller::run() {
   posted_.store(false, std::memory_order_release);
+  run_exclusive();
+}
+
+void poller::run_here() {
+  if (!started_.load(std::memory_order_acquire)) {
+    wake();
+    return;
+  }
+  woken_.store(true, std::memory_order_release);
+  run_exclusive();
+}
+
+// Never waits for a step that runs elsewhere (another thread, or this one further up: a step run
+// here whose work runs its own poller again): it leaves the run to that step.
+void poller::run_exclusive() {
+  if (stepping_.exchange(true)) {
+    // Told before looking again (sequentially consistent, as the holder's end): the holder either
+    // sees it as it ends, or has ended and the second look takes the step.
+    missed_.store(true);
+    if (stepping_.exchange(true)) return;
+    missed_.store(false);
+  }
+  {
+    const step_claim claimed{stepping_};
+    run_step();
+  }
+  if (missed_.exchange(false) && !posted_.exchange(true, std::memory_order_acq_rel)) executor_->post(*this);
+}
+
+void poller::run_step() {
   paced_sleep_.store(false, std::memory_order_release);
   if (done_) return;
   if (woken_.exchange(false, std::memory_order_acq_rel)) {

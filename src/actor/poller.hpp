@@ -7,7 +7,9 @@
 // progress, as long as the last rate takes to bring its pace of messages (within the first sleep
 // and the ceiling), so that a stage beside a slow kernel wakes a few times per ring instead of
 // once per message or two. `wake()` (a stop, the end of a stream) cuts any sleep short; `nudge()`
-// (new work) cuts any but a paced one.
+// (new work) cuts any but a paced one; `run_here()` runs the step at once on the calling thread
+// (an application's push into an idle kernel: the launch without an io thread's wake first).
+// Steps never overlap: a run that finds one running leaves the next to it.
 //
 // The executor is injected: the runtime's is a strand with a steady timer, and tests step a
 // manual one by hand, with no threads and no sleeps.
@@ -17,12 +19,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <thread>
 
 namespace ringpipe::detail {
 
 class poller;
 
-/// Where and when a poller's steps run. Steps of one executor never run concurrently.
+/// Where and when a poller's steps run (besides run_here()). Steps of one executor never run
+/// concurrently.
 class poll_executor {
 public:
   using clock = std::chrono::steady_clock;
@@ -78,6 +82,18 @@ public:
   void nudge();
   /// Runs one step and schedules the next (called by the executor).
   void run();
+  /// Runs `fn` where no step runs, waiting for one that runs elsewhere to end (what the owner
+  /// does beside its steps, such as releasing what they use once they are done).
+  template <class Fn> void exclusive(Fn&& fn) {
+    while (stepping_.exchange(true))
+      std::this_thread::yield();
+    const step_claim claimed{stepping_};
+    fn();
+  }
+  /// Runs one step now on the calling thread, as a wake would soon on the executor; where a step
+  /// runs already (elsewhere, or further up this thread), that one has the executor run another.
+  /// Any thread; what follows the step is the executor's, as after any step.
+  void run_here();
 
   void set_ceiling(std::chrono::microseconds ceiling) noexcept { timing_.ceiling = ceiling; }
   /// See poll_timing::pace: before start(), or from the step (a stage whose rings' use changed).
@@ -118,6 +134,18 @@ private:
   std::atomic<bool> woken_{false};
   std::atomic<bool> started_{false};     // start() has set the owner and posted the first step
   std::atomic<bool> paced_sleep_{false}; // the timer set is a sleep that pacing made longer than first_sleep
+  std::atomic<bool> stepping_{false};    // a step runs: steps never overlap, on the executor or in run_here()
+  std::atomic<bool> missed_{false};      // a run found a step running elsewhere: that one posts again
+  /// Gives stepping_ back when it ends (a step that throws too).
+  struct step_claim {
+    std::atomic<bool>& stepping;
+    explicit step_claim(std::atomic<bool>& s) noexcept : stepping(s) {}
+    step_claim(const step_claim&) = delete;
+    step_claim& operator=(const step_claim&) = delete;
+    ~step_claim() { stepping.store(false); }
+  };
+  void run_exclusive();
+  void run_step();
 };
 
 } // namespace ringpipe::detail

@@ -25,6 +25,9 @@ struct io_thread_state {
   bool parked = false;
 };
 
+/// Whether this thread is one of a runtime's io threads.
+bool on_io_thread() noexcept;
+
 class io_step {
 public:
   /// On a runtime io thread, marks the step's start; elsewhere (a test's own thread) nothing.

@@ -173,9 +173,13 @@ void ring_buffer::close() noexcept {
 // A wake that cannot be posted (out of memory) is dropped: the consumer's timer finds the push.
 void ring_buffer::call_push_wake() noexcept {
   try {
-    std::lock_guard lock(push_wake_mutex_);
-    if (push_wake_) { // a proxy or host stage consumes this ring: no application thread sleeps on it
-      push_wake_();
+    std::function<void()> wake;
+    {
+      std::lock_guard lock(push_wake_mutex_);
+      wake = push_wake_;
+    }
+    if (wake) { // a proxy or host stage consumes this ring: no application thread sleeps on it
+      wake();   // outside the lock: a kernel's proxy may step here, and its step may close rings
       return;
     }
   } catch (...) {

@@ -29,6 +29,8 @@ std::int64_t ticks_now() noexcept { return clock::now().time_since_epoch().count
 
 namespace detail {
 
+bool on_io_thread() noexcept { return this_io_thread != nullptr; }
+
 io_step::io_step() noexcept {
   if (this_io_thread == nullptr || this_io_thread->step_since.load(std::memory_order_relaxed) != 0) return;
   state_ = this_io_thread, rt_ = this_io_runtime, since_ = ticks_now();

@@ -102,7 +102,7 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   // wake() reads started_; a start that threw leaves the ring without it.
   if (has_input_) {
     in_->set_push_wake([weak = weak_from_this()] {
-      if (auto p = weak.lock()) p->wake();
+      if (auto p = weak.lock()) p->input_pushed();
     });
   }
 }
@@ -312,7 +312,8 @@ bool kernel_proxy::release_on_strand(std::chrono::nanoseconds timeout) {
   auto released = std::make_shared<std::promise<void>>();
   auto done = released->get_future();
   boost::asio::dispatch(executor_->strand(), [self = shared_from_this(), released] {
-    self->release_device_objects();
+    // Not beside the end of a step that an application's push ran (poller::run_here).
+    self->poller_->exclusive([&self] { self->release_device_objects(); });
     released->set_value();
   });
   return done.wait_for(timeout) == std::future_status::ready;

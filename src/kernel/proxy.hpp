@@ -51,6 +51,16 @@ public:
   void wake() override {
     if (started_) poller_->wake();
   }
+  /// A host push into an idle kernel's input (the proxy asked for it): an application thread
+  /// steps a batched kernel's proxy itself, launching at once instead of waking an io thread to
+  /// do it (a parked kernel's output is the application's to poll for: no gain there, measured).
+  void input_pushed() {
+    if (!started_) return;
+    if (on_io_thread() || mode_ != kernel_mode::batched)
+      poller_->wake();
+    else
+      poller_->run_here();
+  }
   /// Any thread: new input is queued; wakes the proxy unless a running launch takes it itself.
   void input_arrived() {
     if (input_gate_.should_wake()) wake();
