@@ -229,33 +229,46 @@ TEST_F(PollerTest, RunHereStepsOnTheCallingThreadAtOnce) {
   EXPECT_EQ(steps, before + 2);
 }
 
-// Steps never overlap: a run the executor starts while a step runs on an application thread
-// returns without stepping, and that thread posts a run as its step ends, so nothing is lost.
-TEST(PollerRunHere, ARunThatFindsAStepRunningElsewhereLeavesTheNextToIt) {
-  auto ex = std::make_shared<manual_executor>();
-  auto owner = std::make_shared<int>(0);
+// A poller whose step, once `hold` is set, stays inside until `release`, run here by a thread of
+// its own: what the executor and the owner do meanwhile meets a step running elsewhere.
+struct StepRunningElsewhereTest : ::testing::Test {
+  std::shared_ptr<manual_executor> ex = std::make_shared<manual_executor>();
+  std::shared_ptr<int> owner = std::make_shared<int>(0);
   std::atomic<int> steps{0};
-  std::atomic<bool> inside{false}, release{false};
-  poller p{ex, kernel_proxy_timing, [&] {
+  std::atomic<bool> hold{false}, inside{false}, release{false};
+  poll_result result = poll_result::idle;
+  poller p{ex, kernel_proxy_timing, [this] {
              ++steps;
              inside.store(true);
-             while (!release.load())
+             while (hold.load() && !release.load())
                std::this_thread::yield();
-             return poll_result::idle;
+             return result;
            }};
-  release.store(true);
+  std::thread application;
+
+  void start_step_elsewhere() {
+    inside.store(false); // an earlier step, not held, went in and out
+    hold.store(true);
+    application = std::thread([this] { p.run_here(); });
+    while (!inside.load())
+      std::this_thread::yield();
+  }
+  void end_step_elsewhere() {
+    release.store(true);
+    application.join();
+  }
+};
+
+// Steps never overlap: a run the executor starts while a step runs on an application thread
+// returns without stepping, and that thread posts a run as its step ends, so nothing is lost.
+TEST_F(StepRunningElsewhereTest, ARunThatFindsItLeavesTheNextToIt) {
   p.start(owner);
   ex->run_ready(); // the first step: idle, asleep
   ASSERT_EQ(steps.load(), 1);
-  release.store(false);
-  inside.store(false);
-  std::thread application([&] { p.run_here(); });
-  while (!inside.load())
-    std::this_thread::yield();
+  start_step_elsewhere();
   p.run(); // what a timer or a wake's post runs on an io thread meanwhile
   EXPECT_EQ(steps.load(), 2) << "two steps ran at once";
-  release.store(true);
-  application.join();
+  end_step_elsewhere();
   EXPECT_EQ(ex->ready(), 1u) << "the run it turned away was not posted again";
   ex->run_ready();
   EXPECT_EQ(steps.load(), 3);
@@ -263,25 +276,15 @@ TEST(PollerRunHere, ARunThatFindsAStepRunningElsewhereLeavesTheNextToIt) {
 
 // What the owner does beside its steps (a kernel's proxy releasing its device objects once it is
 // done) waits for a step that an application thread runs to end.
-TEST(PollerRunHere, ExclusiveWorkWaitsForAStepRunningElsewhere) {
-  auto ex = std::make_shared<manual_executor>();
-  auto owner = std::make_shared<int>(0);
-  std::atomic<bool> inside{false}, release{false}, ran{false};
-  poller p{ex, kernel_proxy_timing, [&] {
-             inside.store(true);
-             while (!release.load())
-               std::this_thread::yield();
-             return poll_result::done;
-           }};
+TEST_F(StepRunningElsewhereTest, ExclusiveWorkWaitsForIt) {
+  result = poll_result::done;
   p.start(owner);
-  std::thread application([&] { p.run_here(); });
-  while (!inside.load())
-    std::this_thread::yield();
+  start_step_elsewhere();
+  std::atomic<bool> ran{false};
   std::thread releasing([&] { p.exclusive([&] { ran.store(true); }); });
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(ran.load()) << "ran beside the step";
-  release.store(true);
-  application.join();
+  end_step_elsewhere();
   releasing.join();
   EXPECT_TRUE(ran.load());
 }

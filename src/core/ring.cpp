@@ -179,7 +179,7 @@ void ring_buffer::call_push_wake() noexcept {
       wake = push_wake_;
     }
     if (wake) { // a proxy or host stage consumes this ring: no application thread sleeps on it
-      wake();   // outside the lock: a kernel's proxy may step here, and its step may close rings
+      wake();   // outside the lock: a kernel's proxy may run a whole step here (a launch)
       return;
     }
   } catch (...) {

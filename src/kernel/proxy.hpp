@@ -5,6 +5,7 @@
 
 #include "../actor/poller.hpp"
 #include "../actor/strand_executor.hpp"
+#include "../core/io_step.hpp"
 #include "driver.hpp"
 #include "image.hpp"
 #include "input_wake_gate.hpp"
