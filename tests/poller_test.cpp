@@ -307,6 +307,30 @@ TEST(PollerRunHere, AStepRunHereThatRunsItsPollerAgainPostsInstead) {
   EXPECT_EQ(ex->ready(), 1u);
 }
 
+// A step run here that made progress looks again on the same thread, up to the steps asked for
+// (the application thread that published a launch arms the next push's wake there): while the
+// looks find nothing more, no run is left to the executor but its timer.
+TEST(PollerRunHere, LooksAgainAfterProgressUpToItsSteps) {
+  auto ex = std::make_shared<manual_executor>();
+  auto owner = std::make_shared<int>(0);
+  int steps = 0, progressing = 0;
+  poller p{ex, kernel_proxy_timing, [&] { return ++steps <= progressing ? poll_result::progress : poll_result::idle; }};
+  p.start(owner);
+  ex->run_ready();
+  ASSERT_EQ(steps, 1);
+  progressing = 2; // the next step progresses, the one after finds nothing
+  p.run_here(3);
+  EXPECT_EQ(steps, 3) << "no second look on the calling thread after progress";
+  EXPECT_EQ(ex->ready(), 0u) << "an idle look leaves the executor nothing to run at once";
+  EXPECT_TRUE(ex->timer_in());
+  progressing = 100; // every step progresses: three looks here, then the executor's
+  p.run_here(3);
+  EXPECT_EQ(steps, 6);
+  EXPECT_EQ(ex->ready(), 1u);
+  p.run_here();
+  EXPECT_EQ(steps, 7) << "one step unless more are asked for";
+}
+
 TEST_F(PollerTest, DoneStopsPollingForGood) {
   p.start(owner);
   next = poll_result::done;

@@ -2,7 +2,8 @@
 // once per request (ring_buffer::want_push_wake), and a kernel's proxy asks for it when its kernel
 // has nothing in flight and nothing queued (a batched or parked kernel waiting for input), so the
 // next message is launched at once instead of at the proxy's next poll, up to 1 ms later. A
-// resident kernel polls the ring itself and never asks.
+// resident kernel polls the ring itself and never asks. An application thread that pushes into
+// an idle batched kernel launches it, and one that waits on its output publishes the launch.
 #include <ringpipe/kernel.hpp>
 
 #include "device_fixture.hpp"
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <memory>
 #include <thread>
 
 using namespace ringpipe;
@@ -92,14 +94,45 @@ protected:
     }
     return true;
   }
-  // test_map between two 64-slot rings of the first device, started in `mode`.
+  // Every io thread of the runtime blocked in a post until release() (or the end of the scope).
+  class io_threads_held {
+  public:
+    io_threads_held() {
+      for (unsigned i = 0; i < rt().thread_limit(); ++i)
+        boost::asio::post(rt().io(), [held = held_, done = released_] {
+          ++*held;
+          done.wait();
+        });
+    }
+    ~io_threads_held() { release(); }
+    io_threads_held(const io_threads_held&) = delete;
+    io_threads_held& operator=(const io_threads_held&) = delete;
+    bool all() {
+      return wait_for([this] { return held_->load() == rt().threads(); }, 10s);
+    }
+    void release() {
+      if (!released_now_.exchange(true)) release_.set_value();
+    }
+
+  private:
+    std::shared_ptr<std::atomic<unsigned>> held_ = std::make_shared<std::atomic<unsigned>>(0); // outlives late posts
+    std::promise<void> release_;
+    std::shared_future<void> released_ = release_.get_future().share();
+    std::atomic<bool> released_now_{false};
+  };
+  // test_map between two rings of the first device, 64 slots unless said, started in `mode`.
   struct map_kernel {
     ring<msg16> in, out;
     ring_kernel<msg16, msg16> k;
-    explicit map_kernel(kernel_mode mode)
-        : in(topo()[0], 64, {"in"}), out(topo()[0], 64, {"out"}),
+    explicit map_kernel(kernel_mode mode, std::uint32_t slots = 64)
+        : in(topo()[0], slots, {"in"}), out(topo()[0], slots, {"out"}),
           k(rt(), topo()[0], {test_stages_source(16), "test_map", ""}, in_mode(mode)) {
       k.start(in, out);
+    }
+    // One message through, then the proxy idle: it asked ring 'in' for the next push's wake.
+    bool idle_after_one(msg16& m) {
+      return in.try_push(make_test_message<16>(0)) && out.pop(m, 10s) &&
+             wait_for([this] { return in.buffer().push_wake_wanted(); }, 10s);
     }
     static kernel_options in_mode(kernel_mode mode) {
       kernel_options options;
@@ -138,29 +171,49 @@ TEST_F(PushWakeKernelTest, AnApplicationsPushLaunchesAnIdleKernelOnItsOwnThread)
   map_kernel run(kernel_mode::batched);
   auto &in = run.in, &out = run.out;
   auto& k = run.k;
-  ASSERT_TRUE(in.try_push(make_test_message<16>(0)));
   msg16 m{};
-  ASSERT_TRUE(out.pop(m, 10s));
-  ASSERT_TRUE(wait_for([&] { return in.buffer().push_wake_wanted(); }, 10s));
-  std::atomic<unsigned> held{0};
-  std::promise<void> release;
-  const std::shared_future<void> released = release.get_future().share();
-  for (unsigned i = 0; i < rt().thread_limit(); ++i)
-    boost::asio::post(rt().io(), [&held, released] {
-      ++held;
-      released.wait();
-    });
-  ASSERT_TRUE(wait_for([&] { return held.load() == rt().threads(); }, 10s));
+  ASSERT_TRUE(run.idle_after_one(m));
+  io_threads_held held;
+  ASSERT_TRUE(held.all());
   const auto launches = k.stats().launches;
   ASSERT_TRUE(in.try_push(make_test_message<16>(1)));
   EXPECT_EQ(k.stats().launches, launches + 1)
       << "kernel '" << k.name() << "' was not launched by the push into ring 'in' with every io thread held";
-  release.set_value();
+  held.release();
   ASSERT_TRUE(out.pop(m, 10s));
   EXPECT_EQ(m.seq, 1u);
   EXPECT_EQ(m.check, test_check_after(1, 1));
   k.stop(30s);
   EXPECT_EQ(k.stats().msgs_out, 2u);
+}
+
+// The application thread that waits on an idle batched kernel's output publishes the completed
+// launch itself (ring_buffer::offer_help) instead of waiting for an io thread to: with every io
+// thread of the runtime held, messages go in and come out, each launch made by the push and its
+// results published by the pop. Rings as wide as a pipeline's, so that the host publishes (as
+// spans where the device shares memory; a batched ring kernel on narrow SVM rings publishes on
+// the device, and its return is seen by the proxy's own poll).
+TEST_F(PushWakeKernelTest, AnApplicationWaitingOnTheOutputPublishesTheLaunch) {
+  map_kernel run(kernel_mode::batched, 4096);
+  auto &in = run.in, &out = run.out;
+  auto& k = run.k;
+  msg16 m{};
+  ASSERT_TRUE(run.idle_after_one(m));
+  io_threads_held held;
+  ASSERT_TRUE(held.all());
+  for (std::uint32_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(in.try_push(make_test_message<16>(i)));
+    std::error_code ec;
+    const bool popped = out.pop(m, 5s, ec);
+    if (!popped) held.release();
+    ASSERT_TRUE(popped) << "message " << i << " of kernel '" << k.name()
+                        << "' was not published to the application waiting on ring 'out' with every io thread held";
+    EXPECT_EQ(m.seq, i);
+    EXPECT_EQ(m.check, test_check_after(i, 1));
+  }
+  held.release();
+  k.stop(30s);
+  EXPECT_EQ(k.stats().msgs_out, 4u);
 }
 
 // A resident kernel polls its ring on the device: its proxy has nothing to be woken for.

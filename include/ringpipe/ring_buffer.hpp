@@ -141,6 +141,28 @@ public:
   /// costs one sleep, never a message.
   void want_push_wake() noexcept { push_wake_wanted_.store(true, std::memory_order_seq_cst); }
   bool push_wake_wanted() const noexcept { return push_wake_wanted_.load(std::memory_order_acquire); }
+  /// Wakes an application thread asleep in wait_as_consumer (a publish or close does it too).
+  void wake_sleeping_consumer() noexcept;
+
+  // --- the producer's help ---
+  /// What an application thread waiting in wait_as_consumer calls on its own thread when the
+  /// producer offers it: a batched kernel's proxy publishes a completed launch there instead of
+  /// waking an io thread to (which would then wake the application). True if it did something.
+  void set_consumer_help(std::function<bool()> help);
+  /// Producer: its next step would publish. True if an application thread waits on the ring and
+  /// takes it (woken here where it sleeps); otherwise the producer must step itself.
+  bool offer_help() noexcept {
+    // Both sequentially consistent, as the consumer's end of its wait: either it sees the
+    // offer before it leaves, or this sees that it has left.
+    help_offered_.store(true, std::memory_order_seq_cst);
+    if (!consumer_waits_.load(std::memory_order_seq_cst)) return false;
+    wake_sleeping_consumer();
+    return true;
+  }
+  /// Producer: its own step publishes now.
+  void withdraw_help() noexcept {
+    if (help_offered_.load(std::memory_order_relaxed)) help_offered_.store(false, std::memory_order_relaxed);
+  }
 
   // --- either side (a snapshot) ---
   std::uint32_t size() const noexcept;
@@ -199,8 +221,12 @@ private:
       call_push_wake();
   }
   void call_push_wake() noexcept;
-  /// Wakes an application thread asleep in wait_as_consumer.
-  void wake_sleeping_consumer() noexcept;
+  bool call_consumer_help() noexcept;
+  /// One load while nothing is offered (a waiting consumer's every look).
+  bool take_help() noexcept {
+    return help_offered_.load(std::memory_order_acquire) && help_offered_.exchange(false, std::memory_order_acq_rel) &&
+           call_consumer_help();
+  }
 
   std::string name_;
   ring_memory memory_ = ring_memory::host;
@@ -221,7 +247,10 @@ private:
   std::string cancel_reason_;  // set once, before cancelled_
   std::mutex push_wake_mutex_; // taken once per wake, never on a push that wakes nobody
   std::function<void()> push_wake_;
-  std::mutex consumer_sleep_mutex_; // an application thread blocked in pop sleeps on it
+  std::function<bool()> consumer_help_; // under push_wake_mutex_
+  std::atomic<bool> help_offered_{false};
+  std::atomic<bool> consumer_waits_{false}; // an application thread sleeps in wait_as_consumer, or is between sleeps
+  std::mutex consumer_sleep_mutex_;         // an application thread blocked in pop sleeps on it
   std::condition_variable consumer_sleep_;
   alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes
 };
@@ -249,6 +278,13 @@ template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std
 }
 
 template <class Ready> bool ringpipe::ring_buffer::wait_as_consumer(Ready&& ready, std::chrono::nanoseconds timeout) {
-  return wait_backing_off(std::forward<Ready>(ready), timeout,
-                          [this](std::chrono::microseconds d) { sleep_as_consumer(d); });
+  bool got = wait_backing_off([&] { return ready() || (take_help() && ready()); }, timeout,
+                              [this](std::chrono::microseconds d) { sleep_as_consumer(d); });
+  // A wait that slept (only then is an offer left to it): an offer made as it ended woke nobody
+  // else, so it is taken here. One that never slept pays nothing (a resident kernel's round trip).
+  if (consumer_waits_.load(std::memory_order_relaxed)) {
+    consumer_waits_.store(false, std::memory_order_seq_cst);
+    if (take_help() && !got) got = ready();
+  }
+  return got;
 }

@@ -49,21 +49,21 @@ std::chrono::microseconds poller::first_sleep(poll_executor::clock::time_point n
 
 void poller::run() {
   posted_.store(false, std::memory_order_release);
-  run_exclusive();
+  run_exclusive(1);
 }
 
-void poller::run_here() {
+void poller::run_here(unsigned steps) {
   if (!started_.load(std::memory_order_acquire)) {
     wake();
     return;
   }
   woken_.store(true, std::memory_order_release);
-  run_exclusive();
+  run_exclusive(steps);
 }
 
 // Never waits for a step that runs elsewhere (another thread, or this one further up: a step run
 // here whose work runs its own poller again): it leaves the run to that step.
-void poller::run_exclusive() {
+void poller::run_exclusive(unsigned steps) {
   if (stepping_.exchange(true)) {
     // Told before looking again (sequentially consistent, as the holder's end): the holder either
     // sees it as it ends, or has ended and the second look takes the step.
@@ -73,12 +73,12 @@ void poller::run_exclusive() {
   }
   {
     const step_claim claimed{stepping_};
-    run_step();
+    run_step(steps);
   }
   if (missed_.exchange(false) && !posted_.exchange(true, std::memory_order_acq_rel)) executor_->post(*this);
 }
 
-void poller::run_step() {
+void poller::run_step(unsigned steps) {
   paced_sleep_.store(false, std::memory_order_release);
   if (done_) return;
   if (woken_.exchange(false, std::memory_order_acq_rel)) {
@@ -88,7 +88,10 @@ void poller::run_step() {
     // Woken from an idle sleep: what it finds came just now, not over the whole sleep.
     if (idle_sleep_) pace_from_ = last_progress_;
   }
-  const poll_result r = step_();
+  poll_result r = step_();
+  // After progress, the next look on the same thread: the one the executor would take at once.
+  for (unsigned more = steps; --more > 0 && r == poll_result::progress;)
+    r = step_();
   if (r == poll_result::done) {
     done_ = true;
     executor_->cancel_timer();

@@ -90,10 +90,12 @@ public:
     const step_claim claimed{stepping_};
     fn();
   }
-  /// Runs one step now on the calling thread, as a wake would soon on the executor; where a step
+  /// Runs a step now on the calling thread, as a wake would soon on the executor; where a step
   /// runs already (elsewhere, or further up this thread), that one has the executor run another.
-  /// Any thread; what follows the step is the executor's, as after any step.
-  void run_here();
+  /// A step that made progress is followed by up to `steps` - 1 more there (the looks the
+  /// executor would take at once after it, without waking an io thread for them). Any thread;
+  /// what follows is the executor's.
+  void run_here(unsigned steps = 1);
 
   void set_ceiling(std::chrono::microseconds ceiling) noexcept { timing_.ceiling = ceiling; }
   /// See poll_timing::pace: before start(), or from the step (a stage whose rings' use changed).
@@ -144,8 +146,8 @@ private:
     step_claim& operator=(const step_claim&) = delete;
     ~step_claim() { stepping.store(false); }
   };
-  void run_exclusive();
-  void run_step();
+  void run_exclusive(unsigned steps);
+  void run_step(unsigned steps);
 };
 
 } // namespace ringpipe::detail

@@ -193,6 +193,24 @@ void ring_buffer::wake_sleeping_consumer() noexcept {
   consumer_sleep_.notify_all();
 }
 
+void ring_buffer::set_consumer_help(std::function<bool()> help) {
+  std::lock_guard lock(push_wake_mutex_);
+  consumer_help_ = std::move(help);
+}
+
+bool ring_buffer::call_consumer_help() noexcept {
+  try {
+    std::function<bool()> help;
+    {
+      std::lock_guard lock(push_wake_mutex_);
+      help = consumer_help_;
+    }
+    return help && help(); // outside the lock: a whole step of the producer's proxy runs here
+  } catch (...) {
+    return false;
+  }
+}
+
 void ring_buffer::set_push_wake(std::function<void()> wake) {
   std::lock_guard lock(push_wake_mutex_);
   push_wake_ = std::move(wake);
@@ -272,9 +290,10 @@ void ring_buffer::cancel(std::string reason) noexcept {
 void ring_buffer::sleep_as_consumer(std::chrono::microseconds d) noexcept {
   std::unique_lock lock(consumer_sleep_mutex_);
   want_push_wake();
+  consumer_waits_.store(true, std::memory_order_seq_cst);
   // Asked, then looked: a push or close after this look wakes the sleep below (the waker takes
   // the mutex first); one that raced the request is found when the sleep ends.
-  if (size() != 0 || closed() || cancelled()) return;
+  if (size() != 0 || closed() || cancelled() || help_offered_.load(std::memory_order_seq_cst)) return;
   consumer_sleep_.wait_for(lock, d);
 }
 

@@ -49,6 +49,8 @@ public:
   virtual bool leaving() const noexcept = 0;
   /// Any thread: step soon (a launch completed).
   virtual void wake() = 0;
+  /// Any thread: a launch whose results the next step publishes completed (wake_on_complete).
+  virtual void launch_completed() { wake(); }
   /// Before enqueueing a launch that pops its input ring itself (or takes the last free staging
   /// lane) and whose completion wakes the proxy or calls launch_ended(): input pushed meanwhile
   /// does not wake the proxy (input_wake_gate).

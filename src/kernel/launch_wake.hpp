@@ -42,7 +42,7 @@ void on_complete(const cl::Event& done, const std::shared_ptr<wake_relay>& relay
 
 /// Wakes `relay`'s proxy once `done` completes; throws cl::Error if the callback cannot be set.
 inline void wake_on_complete(const cl::Event& done, const std::shared_ptr<wake_relay>& relay) {
-  on_complete<&kernel_lifecycle::wake>(done, relay);
+  on_complete<&kernel_lifecycle::launch_completed>(done, relay);
 }
 
 /// Tells `relay`'s proxy once `done` completes (kernel_lifecycle::launch_ended, which wakes it only

@@ -91,6 +91,7 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   if (!output) output = absent_ring(shared, ".no-output");
   in_ = std::move(input);
   out_ = std::move(output);
+  helped_ = has_output_ && mode_ == kernel_mode::batched;
   driver_ = make_driver(choice.transport, {dev_, *image_, options_, mode_, *in_, *out_, has_input_, has_output_,
                                            counters_, *this, gate_.get()});
   // A kernel that could never get a worker is refused here, in the caller's thread.
@@ -103,6 +104,12 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
   if (has_input_) {
     in_->set_push_wake([weak = weak_from_this()] {
       if (auto p = weak.lock()) p->input_pushed();
+    });
+  }
+  if (helped_) {
+    out_->set_consumer_help([weak = weak_from_this()] {
+      auto p = weak.lock();
+      return p && p->publish_here();
     });
   }
 }
@@ -134,7 +141,8 @@ void kernel_proxy::set_launch_gate(std::shared_ptr<launch_gate> gate) {
 }
 
 poll_result kernel_proxy::step() {
-  const defer_wakes on_this_thread; // the neighbours a completed batch wakes run here next
+  const defer_wakes on_this_thread;       // the neighbours a completed batch wakes run here next
+  if (has_output_) out_->withdraw_help(); // this step publishes what a completion offered
   if (finished_.load(std::memory_order_acquire)) return poll_result::done;
   if (reaping_) {
     // After a failure: the launch must return before its worker and memory are given back.
@@ -290,6 +298,7 @@ void kernel_proxy::release_device_objects() noexcept {
     // would wait for it: leak it all, and say so.
     std::fprintf(stderr, "ringpipe: kernel '%s' on device '%s' never returned; its device objects are left allocated\n",
                  spec_.name.c_str(), dev_.name().c_str());
+    helped_ = false;
     leak(std::move(driver_));
     leak(std::move(*image_));
     image_.reset();
@@ -301,6 +310,7 @@ void kernel_proxy::release_device_objects() noexcept {
     return;
   }
   if (driver_) driver_->release();
+  helped_ = false;
   if (image_) image_->release();
   in_.reset(); // rings the kernel was the last to hold (SVM or device memory)
   out_.reset();
