@@ -6,6 +6,7 @@
 #include <ringpipe/ring.hpp>
 
 #include "test_message.hpp"
+#include "wait_for.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 
 using namespace ringpipe;
 using namespace std::chrono_literals;
+using ringpipe::testing::wait_for;
 
 namespace {
 
@@ -44,15 +46,6 @@ struct pending_producer {
     ++ready;
   }
 };
-
-bool wait_for(const auto& ready, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 // The consumer sleeps on the empty ring; the offer wakes it and it publishes the message itself.
 TEST(ConsumerHelp, AWaitingConsumerTakesTheOfferOnItsOwnThread) {

@@ -4,6 +4,7 @@
 // it at once.
 
 #include "../src/actor/strand_executor.hpp"
+#include "wait_for.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -19,6 +20,7 @@
 #include <vector>
 
 using namespace ringpipe::detail;
+using ringpipe::testing::wait_for;
 using namespace std::chrono_literals;
 
 namespace {
@@ -41,14 +43,6 @@ protected:
     io.stop();
     for (auto& t : threads)
       t.join();
-  }
-  template <class Done> static bool wait_for(Done done, std::chrono::milliseconds limit = 5000ms) {
-    for (const auto until = std::chrono::steady_clock::now() + limit; !done();)
-      if (std::chrono::steady_clock::now() > until)
-        return false;
-      else
-        std::this_thread::sleep_for(100us);
-    return true;
   }
   // Wakes the poller from a handler on an io thread, which then stays busy for `busy`; returns
   // whether the woken step ran before the handler returned. `thread` gets the handler's thread.

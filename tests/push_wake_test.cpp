@@ -8,19 +8,20 @@
 
 #include "device_fixture.hpp"
 #include "test_message.hpp"
+#include "wait_for.hpp"
 
 #include <boost/asio/post.hpp>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <future>
 #include <memory>
 #include <thread>
 
 using namespace ringpipe;
 using namespace std::chrono_literals;
+using ringpipe::testing::wait_for;
 
 namespace {
 
@@ -86,14 +87,6 @@ TEST(PushWake, ANewConsumerReplacesTheWakeWhileAProducerPushes) {
 
 class PushWakeKernelTest : public ringpipe::testing::device_test {
 protected:
-  static bool wait_for(const std::function<bool()>& ready, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!ready()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(1ms);
-    }
-    return true;
-  }
   // Every io thread of the runtime blocked in a post until release() (or the end of the scope).
   class io_threads_held {
   public:
