@@ -8,10 +8,12 @@
 #include "device_fixture.hpp"
 #include "planner_fixture.hpp"
 
+#include "../src/core/process_fence.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <cstdio>
 #include <optional>
 #include <tuple>
 
@@ -299,6 +301,21 @@ TEST(OneLaneMirrors, ThroughputDoublesTheWideRingsOfKernelsOnCpuDevicesWithoutSh
     EXPECT_EQ(plan.find_link("rusticl_2.out", "gpu.in")->capacity, wide(65536)) << "two lanes";
     EXPECT_EQ(plan.find_link("gpu.out", "sink.in")->capacity, wide(65536));
   }
+}
+
+// Idle stages sleep until a push wakes them where the kernel offers the process-wide fence that
+// needs (membarrier); elsewhere they keep polling, and the plan says so. Whichever applies here is
+// checked.
+TEST_F(PlannerTest, ThePlanSaysWhereIdleStagesKeepPolling) {
+  pipeline p(rt, opts("idle", false));
+  auto src = p.add_source<sample>("src", no_messages());
+  auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+  p.connect(src.out(), sink.in());
+  const auto plan = p.dry_run();
+  const bool offered = detail::process_wide_fence_offered();
+  EXPECT_EQ(plan.idle_polling_reason.empty(), offered) << plan.text();
+  EXPECT_EQ(plan.text().find("keep polling") == std::string::npos, offered) << plan.text();
+  std::printf("process-wide fence %s: %s\n", offered ? "offered" : "refused", plan.text().c_str());
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 using namespace ringpipe::detail;
 using ringpipe::testing::manual_executor;
@@ -206,6 +207,50 @@ TEST_F(PollerTest, WaitingSleepsTheCeilingAtOnceAndAWakeCutsItShort) {
   next = poll_result::idle;
   ex->run_ready(); // woken inside a fresh spin window
   EXPECT_EQ(ex->ready(), 1u);
+}
+
+// A step idle for a while (its last sleep was the ceiling: backed_off) whose input promised the
+// next push's wake goes dormant: it sleeps dormant_sleep, a safety net only, and the push's wake
+// cuts that short and starts the backoff over.
+TEST_F(PollerTest, ADormantStepSleepsLongOnceBackedOffAndAWakeCutsItShort) {
+  bool promised = true;
+  std::vector<bool> backed_off;
+  poller dozing{ex, poll_timing{0us, 50us, 200us}, [&] {
+                  backed_off.push_back(dozing.backed_off());
+                  return dozing.backed_off() && promised ? poll_result::dormant : poll_result::idle;
+                }};
+  dozing.start(owner);
+  ex->run_ready();
+  for (auto expected : {100us, 200us}) { // 50 us, then doubling to the ceiling
+    ex->advance(ex->timer_in().value());
+    EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(expected));
+  }
+  ex->advance(ex->timer_in().value()); // the step after a ceiling's sleep
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(dormant_sleep));
+  EXPECT_EQ(backed_off, (std::vector<bool>{false, false, false, true}));
+  dozing.wake();
+  EXPECT_EQ(ex->ready(), 1u);
+  promised = false;
+  ex->run_ready();
+  EXPECT_EQ(backed_off.back(), false) << "woken, the backoff starts over";
+  EXPECT_EQ(ex->timer_in(), std::optional<std::chrono::steady_clock::duration>(50us));
+}
+
+// A `waiting` sleep (all launch slots taken, a completion will wake it) is not idleness: the
+// step after it, at the ceiling, has not backed off, and must not promise a dormant sleep.
+TEST_F(PollerTest, AWaitingSleepIsNotBackingOff) {
+  std::vector<bool> backed_off;
+  poll_result result = poll_result::waiting;
+  poller waiting{ex, poll_timing{0us, 50us, 200us}, [&] {
+                   backed_off.push_back(waiting.backed_off());
+                   return result;
+                 }};
+  waiting.start(owner);
+  ex->run_ready();
+  ex->advance(200us); // the ceiling's sleep ran out without a completion
+  result = poll_result::idle;
+  ex->advance(ex->timer_in().value());
+  EXPECT_EQ(backed_off, (std::vector<bool>{false, false, false}));
 }
 
 // An application's push into an idle kernel's ring steps its proxy on the pushing thread: the

@@ -209,6 +209,31 @@ TEST_F(PushWakeKernelTest, AnApplicationWaitingOnTheOutputPublishesTheLaunch) {
   EXPECT_EQ(k.stats().msgs_out, 4u);
 }
 
+// Idle a while, the proxy sleeps on its input's promise (poll_result::dormant: a timer of 250 ms
+// as a safety net only, where the process-wide fence is offered) and the push still wakes it: a
+// missed wake would wait out most of that timer, the pushes come 30 ms into the idle spell.
+TEST_F(PushWakeKernelTest, AnIdleKernelAsleepOnItsPromiseIsWokenByThePush) {
+  for (const auto mode : {kernel_mode::batched, kernel_mode::parked}) {
+    if (!topo()[0].info().supports(mode)) continue;
+    map_kernel run(mode);
+    msg16 m{};
+    ASSERT_TRUE(run.idle_after_one(m));
+    auto fastest = std::chrono::steady_clock::duration::max();
+    for (std::uint32_t i = 1; i <= 3; ++i) {
+      std::this_thread::sleep_for(30ms);
+      const auto pushed_at = std::chrono::steady_clock::now();
+      ASSERT_TRUE(run.in.try_push(make_test_message<16>(i)));
+      ASSERT_TRUE(run.out.pop(m, 10s)) << to_string(mode) << " kernel '" << run.k.name() << "'";
+      fastest = std::min(fastest, std::chrono::steady_clock::now() - pushed_at);
+      EXPECT_EQ(m.seq, i);
+    }
+    EXPECT_LT(fastest, 150ms) << to_string(mode) << " kernel '" << run.k.name()
+                              << "' ran its messages at its safety net's timer, not at the push";
+    run.k.stop(30s);
+    EXPECT_EQ(run.k.stats().msgs_out, 4u);
+  }
+}
+
 // A resident kernel polls its ring on the device: its proxy has nothing to be woken for.
 TEST_F(PushWakeKernelTest, AResidentKernelNeverAsks) {
   const auto& dev = topo()[0];

@@ -1,7 +1,9 @@
 #pragma once
 // Adaptive backoff for host-side polling: spin briefly, then yield, then sleep in growing steps,
-// so that a waiting host thread answers fast when traffic flows and costs nothing when it stops.
-// The rings' blocking calls wait with it; an application thread that polls several rings itself
+// so that a waiting host thread answers fast when traffic flows and costs little when it stops
+// (a wakeup per longest_sleep). The rings' blocking calls wait with it, and a pop that reaches the
+// longest sleep sleeps on its ring's promised wake instead (ring_buffer::promise_push_wake),
+// costing nothing while nothing comes; an application thread that polls several rings itself
 // (push_n into an inlet, pop_n from an outlet) calls wait() after a pass that moved nothing and
 // reset() after one that moved something, so it leaves its core to the kernels it feeds. It
 // spins only where a spin cannot hold up the thread it waits for (spinning_helps), and where a
@@ -105,10 +107,13 @@ public:
       // 1,024-slot ring of small messages drains in less than that) and wakes ~6,000 times a
       // second when nothing comes.
       const auto step = std::min<unsigned>(round_ - spin_rounds - yield_rounds, 5);
-      sleep(std::chrono::microseconds(5u << step));
+      sleep(std::chrono::microseconds(5u << step)); // up to longest_sleep
     }
     ++round_;
   }
+
+  /// The longest sleep of wait(): a waiter that sleeps it has been idle a while.
+  static constexpr std::chrono::microseconds longest_sleep{160};
 
 private:
   static constexpr unsigned spin_rounds = 256;

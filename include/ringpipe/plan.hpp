@@ -48,6 +48,9 @@ struct pipeline_plan {
   /// Not empty: the pipeline asks for one io thread instead, and why (a farm whose kernels on CPU
   /// devices fill the host's cores; runtime::narrow_threads).
   std::string one_io_thread_reason;
+  /// Not empty: while nothing comes, the pipeline's stages keep polling instead of sleeping until
+  /// a push wakes them, and why (the kernel refuses the process-wide fence that needs).
+  std::string idle_polling_reason;
   std::vector<stage> stages;
   std::vector<link> links;
   /// The devices the kernels run on, grouped so that devices of one group reach each other

@@ -141,6 +141,16 @@ public:
   /// costs one sleep, never a message.
   void want_push_wake() noexcept { push_wake_wanted_.store(true, std::memory_order_seq_cst); }
   bool push_wake_wanted() const noexcept { return push_wake_wanted_.load(std::memory_order_acquire); }
+  /// want_push_wake() for a consumer that will sleep with no timer to fall back on: true where
+  /// the wake is certain and the ring is still empty and open. Certain means every producer is a
+  /// host thread that wakes (no device writes the head: note_device_producer) and this request
+  /// is ordered before every thread's next push (a process-wide fence, about 1 us: for a
+  /// consumer that has been idle a while, not for every idle look).
+  bool promise_push_wake() noexcept;
+  /// A device writes this ring's head (a resident kernel's output): no host push wakes its
+  /// consumer, which must keep polling. A consumer that slept on a promise is woken to learn it.
+  void note_device_producer() noexcept;
+  bool device_producer() const noexcept { return device_producer_.load(std::memory_order_acquire); }
   /// Wakes an application thread asleep in wait_as_consumer (a publish or close does it too).
   void wake_sleeping_consumer() noexcept;
 
@@ -210,12 +220,16 @@ private:
   /// Reloads the consumer's view of the head at an empty view; false if the ring is empty.
   bool refresh_consumer_head(std::uint32_t tail) noexcept;
   void store_head(std::uint32_t h) noexcept { std::atomic_ref(header_->head).store(h, std::memory_order_release); }
-  /// The consumer's sleep in wait_as_consumer: up to `d`, or until a wake.
-  void sleep_as_consumer(std::chrono::microseconds d) noexcept;
+  /// The consumer's sleep in wait_as_consumer: up to `d`, or until a wake; after the backoff's
+  /// longest sleep, until a promised wake or `deadline` (promise_push_wake).
+  void sleep_as_consumer(std::chrono::microseconds d, std::chrono::steady_clock::time_point deadline) noexcept;
   void note_pushed(std::uint32_t n) noexcept { pushed_.store(pushed() + n, std::memory_order_relaxed); }
   void note_popped(std::uint32_t n) noexcept { popped_.store(popped() + n, std::memory_order_relaxed); }
   /// After a push or close: one load on the producer's line while nobody waits.
   void wake_consumer() noexcept {
+    // The publish before the look at the request, also for the compiler: the consumer's side
+    // of the handshake (promise_push_wake) orders both for the processor.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     if (push_wake_wanted_.load(std::memory_order_acquire) &&
         push_wake_wanted_.exchange(false, std::memory_order_acq_rel))
       call_push_wake();
@@ -239,6 +253,7 @@ private:
   // Each host end's cached view of the other end's counter, on separate lines.
   alignas(64) std::uint32_t producer_tail_cache_ = 0; // producer side
   std::atomic<bool> push_wake_wanted_{false};         // the consumer sets it only before it sleeps
+  std::atomic<bool> device_producer_{false};          // a device writes the head: no push wakes
   alignas(64) std::uint32_t consumer_head_cache_ = 0; // consumer side
   alignas(64) std::atomic<std::uint32_t> high_water_{0};
   std::atomic<std::uint64_t> pushed_{0}; // producer side writes
@@ -252,6 +267,8 @@ private:
   std::atomic<bool> consumer_waits_{false}; // an application thread sleeps in wait_as_consumer, or is between sleeps
   std::mutex consumer_sleep_mutex_;         // an application thread blocked in pop sleeps on it
   std::condition_variable consumer_sleep_;
+  // A promised sleep's limit: only a safety net, as the wake it was promised comes by itself.
+  static constexpr std::chrono::milliseconds promised_sleep_limit{250};
   alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes
 };
 
@@ -278,8 +295,9 @@ template <class Ready> bool ringpipe::ring_buffer::wait_until(Ready&& ready, std
 }
 
 template <class Ready> bool ringpipe::ring_buffer::wait_as_consumer(Ready&& ready, std::chrono::nanoseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool got = wait_backing_off([&] { return ready() || (take_help() && ready()); }, timeout,
-                              [this](std::chrono::microseconds d) { sleep_as_consumer(d); });
+                              [this, deadline](std::chrono::microseconds d) { sleep_as_consumer(d, deadline); });
   // A wait that slept (only then is an offer left to it): an offer made as it ended woke nobody
   // else, so it is taken here. One that never slept pays nothing (a resident kernel's round trip).
   if (consumer_waits_.load(std::memory_order_relaxed)) {

@@ -69,6 +69,12 @@ public:
   bool all_drained() const {
     return std::all_of(inputs_.begin(), inputs_.end(), [](const auto& in) { return in->ring->drained(); });
   }
+  /// Each input promises its next push's wake (ring_buffer::promise_push_wake): true where all
+  /// do (and there is one at least), so the stage may sleep until one comes.
+  bool promise_push_wakes() {
+    return !inputs_.empty() &&
+           std::all_of(inputs_.begin(), inputs_.end(), [](const auto& in) { return in->ring->promise_push_wake(); });
+  }
   std::uint32_t queued() const {
     std::uint32_t n = 0;
     for (const auto& in : inputs_)

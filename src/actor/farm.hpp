@@ -54,6 +54,7 @@ public:
   std::atomic<std::uint64_t> rebalances{0}; ///< times queues drifted apart (a speed changed) and were evened
   std::atomic<std::uint64_t> rebalanced{0}; ///< items moved by those rebalances
   std::uint64_t held() const noexcept override { return held_.load(std::memory_order_acquire); }
+  bool sleeps_until_input() const noexcept override { return false; } // its queues are its work too
   /// A replica's ring: what the last turn fed it up to (feed_limit). Any thread.
   std::uint32_t fill_limit(const ring_buffer& r) const noexcept override;
   /// Per replica: items queued for it, its measured speed (items per second) and how evenly the
@@ -135,6 +136,7 @@ public:
               std::shared_ptr<farm_ledger> ledger, bool ordered, std::vector<std::string> replica_names);
 
   std::uint64_t held() const noexcept override { return held_.load(std::memory_order_acquire); }
+  bool sleeps_until_input() const noexcept override { return false; } // its queues are its work too
 
 protected:
   std::size_t turn() override;

@@ -24,6 +24,13 @@ void host_stage::start() {
   if (outputs_.size() > 1)
     out_block_.resize(std::size_t{batch_} * std::max<std::size_t>(std::max(out_size_, in_size_), 1));
   pace_by_rings();
+  if (sleeps_until_input()) {
+    for (const auto& in : inputs_.all()) {
+      in->ring->set_push_wake([weak = weak_from_this()] {
+        if (auto s = weak.lock()) s->wake();
+      });
+    }
+  }
   poller_.start(weak_from_this());
 }
 
@@ -132,7 +139,11 @@ poll_result host_stage::step() {
     leave();
     return poll_result::done;
   }
-  if (moved == 0) return poll_result::idle;
+  if (moved == 0) {
+    // Idle a while: asleep until a push wakes it, where each input promises one.
+    const bool dormant = sleeps_until_input() && poller_.backed_off() && inputs_.promise_push_wakes();
+    return dormant ? poll_result::dormant : poll_result::idle;
+  }
   // Paced, a turn that moved less than its batch took all there was (or all the room): a poll at
   // once would find nothing, so it sleeps its paced sleep now.
   return paced_ && moved < batch_ ? poll_result::caught_up : poll_result::progress;

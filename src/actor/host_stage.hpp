@@ -87,6 +87,9 @@ public:
   /// Messages taken from the inputs and kept outside any ring (a farm's queues): counted as
   /// undelivered when the pipeline stops.
   virtual std::uint64_t held() const noexcept { return 0; }
+  /// Whether a turn that finds its inputs empty has nothing else to wait for (it holds nothing
+  /// between turns): idle a while, it may then sleep until a push into an input wakes it.
+  virtual bool sleeps_until_input() const noexcept { return true; }
 
   // Observed from other threads.
   std::atomic<std::uint64_t> msgs_in{0}, msgs_out{0}, batches{0}, busy_ns{0};

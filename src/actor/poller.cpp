@@ -87,7 +87,10 @@ void poller::run_step(unsigned steps) {
     last_progress_ = executor_->now();
     // Woken from an idle sleep: what it finds came just now, not over the whole sleep.
     if (idle_sleep_) pace_from_ = last_progress_;
+    backing_off_ = false;
   }
+  backed_off_ = backing_off_;
+  backing_off_ = false; // set again below only by an idle sleep of the ceiling
   poll_result r = step_();
   // After progress, the next look on the same thread: the one the executor would take at once.
   for (unsigned more = steps; --more > 0 && r == poll_result::progress;)
@@ -108,7 +111,13 @@ void poller::run_step(unsigned steps) {
     if (!posted_.exchange(true, std::memory_order_acq_rel)) executor_->post(*this);
     return;
   }
-  if (r == poll_result::waiting) {
+  if (r == poll_result::dormant) {
+    delay_ = dormant_sleep;
+    pace_from_ = now;
+    idle_sleep_ = true;
+    backing_off_ = true; // the safety net's step promises again
+    paced_sleep_.store(false, std::memory_order_release);
+  } else if (r == poll_result::waiting) {
     // The wake comes by itself: polls in between would find nothing (a staged batch's chain, a
     // span: 40, 80, 160 us... restarted after every batch).
     delay_ = std::max(timing_.ceiling, timing_.first_sleep);
@@ -123,6 +132,7 @@ void poller::run_step(unsigned steps) {
     delay_ = std::min(delay_ * 2, timing_.ceiling);
     pace_from_ = now; // idle since: the next window counts from here
     idle_sleep_ = true;
+    backing_off_ = delay_ >= timing_.ceiling;
   }
   executor_->post_at(*this, now + delay_);
 }

@@ -2,7 +2,8 @@
 // The one polling loop of the actor runtime. Kernel proxies and host stages call `step()` on
 // their own executor (a strand); it answers whether it made progress, and the poller decides
 // when to call it again: at once while work flows and for a short spin window after, then on a
-// timer that doubles up to a ceiling, so an idle pipeline costs nothing. A paced poller (a host
+// timer that doubles up to a ceiling, and a step idle that long may go dormant until the push it
+// was promised wakes it, so an idle pipeline costs nothing. A paced poller (a host
 // stage under the throughput objective) told how many messages each step moved sleeps, after
 // progress, as long as the last rate takes to bring its pace of messages (within the first sleep
 // and the ceiling), so that a stage beside a slow kernel wakes a few times per ring instead of
@@ -57,12 +58,17 @@ inline constexpr poll_timing host_stage_timing{std::chrono::microseconds(200), s
 inline constexpr poll_timing kernel_proxy_timing{std::chrono::microseconds(0), std::chrono::microseconds(40),
                                                  std::chrono::microseconds(1000)};
 
+/// A dormant poller's timer: only a safety net (the wake it was promised comes by itself), long
+/// enough that an idle pipeline's stages wake a few times a second in all.
+inline constexpr std::chrono::milliseconds dormant_sleep{250};
+
 /// What one step found.
 enum class poll_result {
   progress,  ///< did work: poll again at once
   caught_up, ///< did work and found no more (a partial turn): sleep as after progress
   idle,      ///< nothing to do: back off
   waiting,   ///< nothing to do until a wake that will come (a launch's completion): sleep the ceiling
+  dormant,   ///< nothing to do until a push it was promised wakes it (idle a while): sleep dormant_sleep
   done,      ///< left its loop: never poll again
 };
 
@@ -113,6 +119,10 @@ public:
   const poll_timing& timing() const noexcept { return timing_; }
   /// The sleep chosen after the last idle step (0 while spinning).
   std::chrono::microseconds delay() const noexcept { return delay_; }
+  /// From the step: whether the sleep just ended was an idle one of the ceiling (or dormant), not
+  /// cut short: the step has been idle a while, and may ask for a promised wake
+  /// (promise_push_wake) to go dormant. Not after a `waiting` sleep, which a completion ends.
+  bool backed_off() const noexcept { return backed_off_; }
   bool stopped() const noexcept { return done_; }
   std::shared_ptr<void> owner() const noexcept { return owner_.lock(); }
   const poll_executor& executor() const noexcept { return *executor_; }
@@ -131,6 +141,8 @@ private:
   std::uint64_t paced_ = 0;                      // messages moved since pace_from_
   poll_executor::clock::time_point pace_from_{}; // the last sleep's start
   bool idle_sleep_ = false;                      // the sleep set is a second or later one without progress
+  bool backing_off_ = false;                     // the sleep set is an idle one of the ceiling, or dormant
+  bool backed_off_ = false;                      // backing_off_ of the sleep before the running step
   bool done_ = false;
   std::atomic<bool> posted_{false}; // a run is posted and has not started: wakes need not post another
   std::atomic<bool> woken_{false};

@@ -1,6 +1,8 @@
 #include <ringpipe/device.hpp>
 #include <ringpipe/ring.hpp>
 
+#include "process_fence.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -187,6 +189,24 @@ void ring_buffer::call_push_wake() noexcept {
   wake_sleeping_consumer();
 }
 
+bool ring_buffer::promise_push_wake() noexcept {
+  want_push_wake();
+  // Marked before: no fence (its interrupts reach every core running this process, the spinning
+  // kernel's too) for a consumer that polls anyway, at every idle step.
+  if (device_producer_.load(std::memory_order_seq_cst)) return false;
+  // The fence orders the request before every producer's next look at it: a push this look
+  // misses sees the request and wakes.
+  if (!detail::process_wide_fence() || device_producer_.load(std::memory_order_seq_cst)) return false;
+  return size() == 0 && !closed();
+}
+
+void ring_buffer::note_device_producer() noexcept {
+  // Sequentially consistent, as the promise's request and look: either the promise sees the
+  // mark, or this sees its request and wakes the consumer to look again.
+  device_producer_.store(true, std::memory_order_seq_cst);
+  if (push_wake_wanted_.load(std::memory_order_seq_cst) && push_wake_wanted_.exchange(false)) call_push_wake();
+}
+
 void ring_buffer::wake_sleeping_consumer() noexcept {
   // Taking the sleeper's mutex orders this after its last look at the ring.
   { std::lock_guard lock(consumer_sleep_mutex_); }
@@ -287,14 +307,20 @@ void ring_buffer::cancel(std::string reason) noexcept {
   wake_sleeping_consumer(); // a pop asleep now sees the cancel at once
 }
 
-void ring_buffer::sleep_as_consumer(std::chrono::microseconds d) noexcept {
+void ring_buffer::sleep_as_consumer(std::chrono::microseconds d,
+                                    std::chrono::steady_clock::time_point deadline) noexcept {
   std::unique_lock lock(consumer_sleep_mutex_);
-  want_push_wake();
   consumer_waits_.store(true, std::memory_order_seq_cst);
+  // Idle a while: the push, close or cancel that ends the wait wakes it, where that is certain.
+  const bool promised = d >= backoff::longest_sleep && promise_push_wake();
+  if (!promised) want_push_wake();
   // Asked, then looked: a push or close after this look wakes the sleep below (the waker takes
-  // the mutex first); one that raced the request is found when the sleep ends.
+  // the mutex first); one that raced a request not promised is found when the sleep ends.
   if (size() != 0 || closed() || cancelled() || help_offered_.load(std::memory_order_seq_cst)) return;
-  consumer_sleep_.wait_for(lock, d);
+  if (promised)
+    consumer_sleep_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + promised_sleep_limit));
+  else
+    consumer_sleep_.wait_for(lock, d);
 }
 
 std::string ring_buffer::cancel_reason() const {

@@ -161,18 +161,21 @@ poll_result kernel_proxy::step() {
   poller_->set_ceiling(driver_->idle_ceiling()); // the adaptive driver's changes with its phase
   if (progress) return poll_result::progress;
   if (driver_->completion_wakes()) return poll_result::waiting;
-  if (has_input_ && !driver_->in_flight()) ask_for_push_wake();
+  if (has_input_ && !driver_->in_flight() && ask_for_push_wake()) return poll_result::dormant;
   return poll_result::idle;
 }
 
 // A kernel with nothing in flight and nothing queued waits for input: the next host push (an
 // application's inlet, a host stage, a staged link) wakes the proxy at once instead of at its next
 // poll, which is up to 1 ms away (the latency a batched or parked kernel paid per message). Not
-// asked with messages queued: the driver then waits for something else (a worker, a gate).
-void kernel_proxy::ask_for_push_wake() {
-  if (in_->size() != 0 || in_->closed()) return;
+// asked with messages queued: the driver then waits for something else (a worker, a gate). Idle
+// a while, it asks for a promise instead, and true says it may sleep until the push comes.
+bool kernel_proxy::ask_for_push_wake() {
+  if (in_->size() != 0 || in_->closed()) return false;
+  if (poller_->backed_off() && in_->promise_push_wake()) return true;
   in_->want_push_wake();
   if (in_->size() != 0 || in_->closed()) poller_->wake(); // pushed while asking
+  return false;
 }
 
 bool kernel_proxy::acquire_worker() {

@@ -49,6 +49,7 @@ public:
     });
     heartbeat_stamp_ = clock::now();
     last_tail_ = c.in.load_tail(std::memory_order_acquire);
+    if (c.has_output) c.out.note_device_producer(); // the kernel publishes its results itself
   }
   ~svm_driver() override { release(); }
 

@@ -28,6 +28,7 @@ std::string pipeline_plan::text() const {
                                     : "objective: " + objective +
                                           (objective_reason.empty() ? "" : " (" + objective_reason + ")") + "\n";
   if (!parking_reason.empty()) t += parking_reason + "\n";
+  if (!idle_polling_reason.empty()) t += idle_polling_reason + "\n";
   if (host_stage_threads + copying_proxy_threads > 0)
     t += detail::describe_host_threads(host_stage_threads, copying_proxy_threads, one_io_thread_reason) + "\n";
   for (const auto& s : stages) {

@@ -1,5 +1,6 @@
 #include "planner.hpp"
 
+#include "../core/process_fence.hpp"
 #include "../kernel/mode_choice.hpp"
 
 #include <ringpipe/link.hpp>
@@ -378,7 +379,14 @@ pipeline_plan plan::summary(const graph& g) const {
   out.host_stage_threads = threads.stages;
   out.copying_proxy_threads = threads.copying_proxies;
   out.one_io_thread_reason = threads.one_thread_reason;
+  out.idle_polling_reason = idle_polling_reason();
   return out;
+}
+
+std::string idle_polling_reason() {
+  if (process_wide_fence_offered()) return "";
+  return "idle stages keep polling (every 0.2-1 ms) while nothing comes: this kernel refuses membarrier (private "
+         "expedited), which sleeping until a push needs";
 }
 
 } // namespace ringpipe::detail

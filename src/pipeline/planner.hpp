@@ -91,6 +91,9 @@ host_threads count_host_threads(const graph& g, const plan& p, const topology& t
 std::string one_io_thread_reason(const graph& g, const plan& p, const topology& topo, host_capacity host);
 /// "runtime threads asked for: 3 (2 host stages, 1 kernel whose proxy copies its batches)", or
 /// the one thread and why.
+/// Why the stages keep polling while nothing comes (empty where they sleep until a push: the
+/// kernel offers the process-wide fence a promised wake needs).
+std::string idle_polling_reason();
 std::string describe_host_threads(std::size_t stages, std::size_t copying_proxies,
                                   const std::string& one_thread_reason);
 

@@ -34,6 +34,7 @@ std::string runner::why_running(std::size_t i) const {
 std::string runner::plan_text() const {
   std::string s = "objective: " + std::string(to_string(plan_.objective)) + " (" + plan_.objective_reason + ")\n";
   if (!plan_.parking_reason.empty()) s += plan_.parking_reason + "\n";
+  if (const auto idle = idle_polling_reason(); !idle.empty()) s += idle + "\n";
   if (plan_.threads.total() > 0) {
     s += describe_host_threads(plan_.threads.stages, plan_.threads.copying_proxies, plan_.threads.one_thread_reason) +
          "; the runtime runs " + std::to_string(rt_.threads()) + " (at most " + std::to_string(rt_.thread_limit()) +

@@ -90,6 +90,7 @@ void scaling_topic(bench_context& c);          // scaling.cpp: parallel_for on 1
 void work_stealing_topic(bench_context& c);    // work_stealing.cpp: a farm, stealing against static dealing
 void farm_items_topic(bench_context& c);       // farm_items.cpp: a farm of cheap items against one kernel
 void replica_exchange_topic(bench_context& c); // replica_exchange.cpp: resident replicas, exchanges at barriers
+void idle_topic(bench_context& c);             // idle.cpp: what a started pipeline costs while nothing comes
 #if defined(RINGPIPE_BENCH_REMOTE)
 /// remote.cpp: between two MPI ranks, against raw MPI. Under mpirun only, alone; returns the rank.
 int remote_topic(int& argc, char**& argv, const settings& s, const std::function<bool(const char*)>& selected,

@@ -82,6 +82,7 @@ topics (names --filter matches):
   work_stealing   a farm, stealing against static dealing
   farm_items      a farm of cheap items against one kernel (the farm's host cost per item)
   replica_exchange  resident replicas: an exchange at a barrier against 100 sweeps
+  idle            a started pipeline's CPU time while nothing comes, against none started
   remote.latency, remote.stream   between two MPI ranks against raw MPI (under mpirun -n 2 only)
 exit codes: 0 done, 1 a benchmark failed (the reason on stderr), 2 bad arguments.
 )";
@@ -139,7 +140,7 @@ int main(int argc, char** argv) {
     bench_context c{rt, dev, s, results, selected};
     for (auto* topic :
          {host_to_kernel_topic, kernel_links_topic, pipeline_topic, versus_topic, barrier_topic, links_topic,
-          collectives_topic, scaling_topic, work_stealing_topic, farm_items_topic, replica_exchange_topic})
+          collectives_topic, scaling_topic, work_stealing_topic, farm_items_topic, replica_exchange_topic, idle_topic})
       run_topic(c, topic);
     write_json(json_path, results);
     return 0;
