@@ -21,6 +21,7 @@ import sys
 from bench_plot_cores import has_cores, plot_versus_cores
 from bench_plot_common import BASELINE, Results, bars, device_name, finish, line, plt, size_label, sizes_axis
 from bench_plot_rings import has_rings, plot_host_rings
+from bench_plot_idle import plot_idle
 from bench_plot_farm import farm_told_costs, farm_turns, plot_farm, plot_farm_items, plot_farm_told_costs, plot_farm_turns
 
 def plot_host_to_kernel(res, path, title):
@@ -350,6 +351,7 @@ TOPICS = [  # (file suffix, needs any of these results, plot)
     ("replica-exchange", ("replica_exchange",), None, plot_replica_exchange),
     ("round-group", ("round_group",), None, plot_round_group),
     ("host-rings", ("spsc_baseline",), has_rings, plot_host_rings),
+    ("idle", ("idle",), None, plot_idle),
 ]
 
 
