@@ -3,6 +3,7 @@
 #include <ringpipe/backoff.hpp>
 
 #include <algorithm>
+#include <utility>
 
 namespace ringpipe::detail {
 
@@ -81,16 +82,16 @@ void poller::run_exclusive(unsigned steps) {
 void poller::run_step(unsigned steps) {
   paced_sleep_.store(false, std::memory_order_release);
   if (done_) return;
-  if (woken_.exchange(false, std::memory_order_acq_rel)) {
+  const bool woken = woken_.exchange(false, std::memory_order_acq_rel);
+  if (woken) {
     executor_->cancel_timer();
     delay_ = std::chrono::microseconds(0);
     last_progress_ = executor_->now();
     // Woken from an idle sleep: what it finds came just now, not over the whole sleep.
     if (idle_sleep_) pace_from_ = last_progress_;
-    backing_off_ = false;
   }
-  backed_off_ = backing_off_;
-  backing_off_ = false; // set again below only by an idle sleep of the ceiling
+  // A sleep cut short is not idleness; backing_off_ is set again below, by an idle sleep of the ceiling.
+  backed_off_ = std::exchange(backing_off_, false) && !woken;
   poll_result r = step_();
   // After progress, the next look on the same thread: the one the executor would take at once.
   for (unsigned more = steps; --more > 0 && r == poll_result::progress;)
