@@ -236,9 +236,11 @@ private:
   }
   void call_push_wake() noexcept;
   bool call_consumer_help() noexcept;
-  /// One load while nothing is offered (a waiting consumer's every look).
+  /// One load while nothing is offered (a waiting consumer's every look). Sequentially consistent,
+  /// as the end of the wait's store before it and offer_help's pair: an acquire load could be
+  /// ordered before that store (on x86 both are the same plain load).
   bool take_help() noexcept {
-    return help_offered_.load(std::memory_order_acquire) && help_offered_.exchange(false, std::memory_order_acq_rel) &&
+    return help_offered_.load(std::memory_order_seq_cst) && help_offered_.exchange(false, std::memory_order_acq_rel) &&
            call_consumer_help();
   }
 
