@@ -116,7 +116,7 @@ def plot_versus(res, path, title):
     ax.axhline(0.9, color="C3", linestyle=":", label="target 0.9× (throughput; round trip: 50×)")
     ax.tick_params(axis="x", labelrotation=20)
     finish(fig, (ax,), path, title + "\nbaseline: hand-written CLHPP (batched; for round trips, a launch per message); "
-           "source/sink shapes against inlet/outlet\nsporadic round trips: one message after each 2 ms of quiet")
+           "source/sink shapes against inlet/outlet\nsporadic round trips: one message after each 2 ms of quiet (polled: the application loops on try_pop)")
 
 
 def plot_remote(res, path, title):

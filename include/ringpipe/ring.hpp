@@ -68,14 +68,24 @@ public:
   void close() noexcept { buffer_->close(); }
 
   // --- consumer side ---
+  // The calls that never wait (try_pop, pop_n, read_window) yield the core now and then while
+  // they find the ring empty (ring_buffer::note_empty_look): a loop of them must not starve a
+  // device worker queued on its core.
   [[nodiscard]] bool try_pop(T& m) noexcept {
     const std::byte* slot = buffer_->next_pop_slot();
-    if (slot == nullptr) return false;
+    if (slot == nullptr) {
+      buffer_->note_empty_look();
+      return false;
+    }
     std::memcpy(&m, slot, sizeof(T));
     buffer_->drop_n(1);
     return true;
   }
-  std::size_t pop_n(std::span<T> ms) noexcept { return buffer_->pop_n_bytes(ms.data(), ms.size()); }
+  std::size_t pop_n(std::span<T> ms) noexcept {
+    const std::size_t n = buffer_->pop_n_bytes(ms.data(), ms.size());
+    if (n == 0 && !ms.empty()) buffer_->note_empty_look();
+    return n;
+  }
   /// Blocks until a message arrives (true) or the stream ends (false); throws errc::timeout
   /// naming the ring after `timeout`.
   bool pop(T& m, std::chrono::nanoseconds timeout) {
@@ -93,7 +103,11 @@ public:
   std::size_t pop_some(std::span<T> ms, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
   /// Up to `max` queued messages from the tail that lie in one piece, to be read in place: they
   /// stay valid until drop_n(k) gives the first k slots back. Saves pop_n's copy.
-  std::span<const T> read_window(std::size_t max) noexcept { return typed<const T>(buffer_->read_window(max)); }
+  std::span<const T> read_window(std::size_t max) noexcept {
+    const auto run = typed<const T>(buffer_->read_window(max));
+    if (run.empty() && max != 0) buffer_->note_empty_look();
+    return run;
+  }
   void drop_n(std::size_t n) noexcept { buffer_->drop_n(n); }
   bool drained() noexcept { return buffer_->drained(); }
 

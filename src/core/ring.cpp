@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include <sys/mman.h>
 
@@ -206,6 +207,8 @@ void ring_buffer::note_device_producer() noexcept {
   device_producer_.store(true, std::memory_order_seq_cst);
   if (push_wake_wanted_.load(std::memory_order_seq_cst) && push_wake_wanted_.exchange(false)) call_push_wake();
 }
+
+void ring_buffer::yield_core() noexcept { std::this_thread::yield(); }
 
 void ring_buffer::wake_sleeping_consumer() noexcept {
   // Taking the sleeper's mutex orders this after its last look at the ring.
