@@ -70,16 +70,11 @@ public:
   // --- consumer side ---
   // The calls that never wait (try_pop, pop_n, read_window) yield the core now and then while
   // they find the ring empty (ring_buffer::note_empty_look): a loop of them must not starve a
-  // device worker queued on its core.
+  // device worker queued on its core. pop() and pop_some() back off by themselves and count none.
   [[nodiscard]] bool try_pop(T& m) noexcept {
-    const std::byte* slot = buffer_->next_pop_slot();
-    if (slot == nullptr) {
-      buffer_->note_empty_look();
-      return false;
-    }
-    std::memcpy(&m, slot, sizeof(T));
-    buffer_->drop_n(1);
-    return true;
+    if (take_one(m)) return true;
+    buffer_->note_empty_look();
+    return false;
   }
   std::size_t pop_n(std::span<T> ms) noexcept {
     const std::size_t n = buffer_->pop_n_bytes(ms.data(), ms.size());
@@ -89,13 +84,13 @@ public:
   /// Blocks until a message arrives (true) or the stream ends (false); throws errc::timeout
   /// naming the ring after `timeout`.
   bool pop(T& m, std::chrono::nanoseconds timeout) {
-    if (!buffer_->cancelled() && try_pop(m)) return true;
+    if (!buffer_->cancelled() && take_one(m)) return true;
     return pop_waiting(m, timeout);
   }
   /// As pop(), but a timeout sets `ec` and returns false.
   bool pop(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
     ec.clear();
-    if (!buffer_->cancelled() && try_pop(m)) return true;
+    if (!buffer_->cancelled() && take_one(m)) return true;
     return pop_waiting(m, timeout, ec);
   }
   /// Waits as push_all() does until at least one message is there, then pops up to ms.size().
@@ -126,6 +121,14 @@ private:
   using waiting_message = std::conditional_t<(sizeof(T) <= 2 * sizeof(void*)), T, const T&>;
   void push_waiting(waiting_message m, std::chrono::nanoseconds timeout);
   bool push_waiting(waiting_message m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
+  /// try_pop without the empty look's count: for pop(), whose wait backs off by itself.
+  bool take_one(T& m) noexcept {
+    const std::byte* slot = buffer_->next_pop_slot();
+    if (slot == nullptr) return false;
+    std::memcpy(&m, slot, sizeof(T));
+    buffer_->drop_n(1);
+    return true;
+  }
   bool pop_waiting(T& m, std::chrono::nanoseconds timeout);
   bool pop_waiting(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
 
@@ -170,14 +173,14 @@ template <class T>
 bool ringpipe::ring<T>::pop_waiting(T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
   bool got = false;
   // A cancelled ring gives nothing more: what it holds is counted by the stop that cancelled it.
-  const auto done = [&] { return buffer_->cancelled() || (got = try_pop(m)) || buffer_->drained(); };
+  const auto done = [&] { return buffer_->cancelled() || (got = take_one(m)) || buffer_->drained(); };
   if (done() || buffer_->wait_as_consumer(done, timeout)) {
     if (got) return true;
     if (buffer_->cancelled()) {
       ec = make_error_code(errc::cancelled);
       return false;
     }
-    return try_pop(m);
+    return take_one(m);
   }
   ec = make_error_code(errc::timeout);
   return false;
