@@ -2,6 +2,8 @@
 CPU time and context switches over a quiet second per shape, each build in its colour, on log
 axes (the builds differ a hundredfold); the process with nothing started is the baseline."""
 
+import textwrap
+
 from bench_plot_common import bars, finish, plt
 
 METRICS = [("cpu_percent_of_a_core", "CPU time (% of one core)"), ("switches_per_s", "context switches per second")]
@@ -9,12 +11,12 @@ METRICS = [("cpu_percent_of_a_core", "CPU time (% of one core)"), ("switches_per
 
 def plot_idle(res, path, title):
     shapes = res.values("idle", "shape")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(max(12, 1.5 * len(shapes)), 5))
     for ax, (metric, unit) in zip(axes, METRICS):
         series = []
         for i, fam in enumerate(res.families):
             data = res.series("idle", "shape", metric, fam=fam)
             series.append((res.labels.get(fam, fam), [data.get(s) for s in shapes], dict(color=f"C{i}")))
-        bars(ax, [s.replace(" ", "\n", 1) for s in shapes], series, unit, log=True)
+        bars(ax, [textwrap.fill(s, 11) for s in shapes], series, unit, log=True)
         ax.set_title(unit + " over a quiet second", fontsize=9)
     finish(fig, axes, path, title + "\neach bar: the median of a build's runs, each dot a run", legend_below=True)

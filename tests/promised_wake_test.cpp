@@ -8,6 +8,7 @@
 #include "../src/actor/stages.hpp"
 #include "../src/core/process_fence.hpp"
 #include "manual_executor.hpp"
+#include "promise_race.hpp"
 #include "test_message.hpp"
 #include "wait_for.hpp"
 
@@ -18,12 +19,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <thread>
 
 using namespace ringpipe;
 using namespace std::chrono_literals;
 using ringpipe::testing::manual_executor;
+using ringpipe::testing::race_promises;
 using ringpipe::testing::wait_for;
 
 namespace {
@@ -87,61 +88,32 @@ TEST(PromisedWake, ARingWhoseHeadADeviceWritesNeverPromises) {
 // store is seen (a store-load reordering) breaks a promise now and then: this test failed in 1 of
 // 3 runs here with the fence taken out, and a probe of 200,000 rounds pushing at once broke 2 to
 // 248 promises; the other tests check the rest deterministically. Every message arrives once.
-// Spins until `done`, yielding now and then: the two threads of a race spin on each other, and
-// where another test holds the second core a pure spin waits out a time slice every round.
-template <class Done> void spin_until(Done&& done) {
-  for (unsigned k = 1; !done(); ++k)
-    if (k % 4096 == 0)
-      std::this_thread::yield();
-    else
-      detail::cpu_relax();
-}
-
 TEST(PromisedWake, RacingPushesNeverBreakAPromise) {
   REQUIRE_FENCE();
   constexpr int rounds = 100000;
   ring_buffer r(1024, sizeof(msg16), {"raced"});
   std::atomic<int> wakes{0};
   r.set_push_wake([&] { wakes.fetch_add(1, std::memory_order_relaxed); });
-  alignas(64) std::atomic<int> go{-1};
-  alignas(64) std::atomic<int> pushed{0};
-  std::thread producer([&] {
-    std::minstd_rand random(7);
-    for (int i = 0; i < rounds; ++i) {
-      const unsigned spins = random() % 2 == 0 ? 0 : random() % 400; // at once, or around the fence's end
-      const auto m = make_test_message<16>(static_cast<std::uint32_t>(i));
-      spin_until([&] { return go.load(std::memory_order_acquire) == i; });
-      for (unsigned k = 0; k < spins; ++k)
-        detail::cpu_relax();
-      const bool fit = r.try_push_bytes(&m);
-      pushed.fetch_add(1, std::memory_order_release);
-      EXPECT_TRUE(fit);
-    }
-  });
-  int promises = 0, broken = 0;
   std::uint32_t next = 0;
-  for (int i = 0; i < rounds; ++i) {
-    const int woken_before = wakes.load(std::memory_order_relaxed);
-    go.store(i, std::memory_order_release);
-    const bool promised = r.promise_push_wake();
-    spin_until([&] { return pushed.load(std::memory_order_acquire) == i + 1; });
-    if (promised) {
-      ++promises;
-      if (wakes.load(std::memory_order_relaxed) == woken_before) ++broken;
-    }
-    msg16 got{};
-    while (r.try_pop_bytes(&got))
-      EXPECT_EQ(got.seq, next++) << "lost, repeated or reordered";
-    if (r.push_wake_wanted()) {
-      // A request the push came before is left: a push takes it, so the next round starts with none.
-      ASSERT_TRUE(r.try_push_bytes(&got));
-      ASSERT_TRUE(r.try_pop_bytes(&got));
-    }
-  }
-  producer.join();
-  EXPECT_EQ(broken, 0) << "promises not kept, of " << promises;
+  const auto race = race_promises(
+      rounds, wakes, [&] { return r.promise_push_wake(); },
+      [&](int i) {
+        const auto m = make_test_message<16>(static_cast<std::uint32_t>(i));
+        EXPECT_TRUE(r.try_push_bytes(&m));
+      },
+      [&](int) {
+        msg16 got{};
+        while (r.try_pop_bytes(&got))
+          EXPECT_EQ(got.seq, next++) << "lost, repeated or reordered";
+        if (r.push_wake_wanted()) {
+          // A request the push came before is left: a push takes it, so the next round starts with none.
+          ASSERT_TRUE(r.try_push_bytes(&got));
+          ASSERT_TRUE(r.try_pop_bytes(&got));
+        }
+      });
+  EXPECT_EQ(race.broken, 0) << "promises not kept, of " << race.promises;
   EXPECT_EQ(next, static_cast<std::uint32_t>(rounds));
-  EXPECT_GT(promises, rounds / 10) << "the pushes hardly ever met a promise: the race was not run";
+  EXPECT_GT(race.promises, rounds / 10) << "the pushes hardly ever met a promise: the race was not run";
 }
 
 // A host stage stepped by hand: idle, it backs off to its ceiling, then sleeps dormant on its

@@ -234,6 +234,37 @@ TEST_F(PushWakeKernelTest, AnIdleKernelAsleepOnItsPromiseIsWokenByThePush) {
   }
 }
 
+// Held by a full output (nobody pops it), the proxy asks the output for the next pop's wake and,
+// idle a while, sleeps on its promise: the pops still wake it, so the queued messages come out at
+// once, not at the safety net's 250 ms. Every message once, in order.
+TEST_F(PushWakeKernelTest, AKernelHeldByAFullOutputIsWokenByThePops) {
+  for (const auto mode : {kernel_mode::batched, kernel_mode::parked}) {
+    if (!topo()[0].info().supports(mode)) continue;
+    map_kernel run(mode);
+    std::uint32_t pushed = 0, popped = 0;
+    auto fastest = std::chrono::steady_clock::duration::max();
+    for (int round = 0; round < 3; ++round) {
+      std::error_code ec;
+      while (run.in.push(make_test_message<16>(pushed), 20ms, ec))
+        ++pushed;
+      ASSERT_GT(pushed - popped, run.out.capacity()) << to_string(mode) << " kernel: its output is not full";
+      ASSERT_TRUE(wait_for([&] { return run.out.buffer().pop_wake_wanted(); }, 10s))
+          << to_string(mode) << " kernel '" << run.k.name() << "' held by a full output did not ask for a pop's wake";
+      // Asleep on the promise for 250 ms at most (its safety net): the pops begin about 50 ms in.
+      std::this_thread::sleep_for(30ms);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (msg16 m{}; popped < pushed; ++popped) {
+        ASSERT_TRUE(run.out.pop(m, 10s)) << to_string(mode) << " kernel: message " << popped;
+        ASSERT_EQ(m.seq, popped) << "lost, repeated or reordered";
+      }
+      fastest = std::min(fastest, std::chrono::steady_clock::now() - t0);
+    }
+    EXPECT_LT(fastest, 150ms) << to_string(mode) << " kernel '" << run.k.name()
+                              << "' ran its queued messages at its safety net's timer, not at the pops";
+    run.k.stop(30s);
+  }
+}
+
 // A resident kernel polls its ring on the device: its proxy has nothing to be woken for.
 TEST_F(PushWakeKernelTest, AResidentKernelNeverAsks) {
   const auto& dev = topo()[0];

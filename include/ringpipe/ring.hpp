@@ -56,7 +56,8 @@ public:
     return push_waiting(m, timeout, ec);
   }
   /// Pushes every message, in runs, waiting while the ring is full (spinning briefly, then
-  /// yielding and sleeping, so a waiting producer leaves its core to the kernels it feeds).
+  /// yielding and sleeping, so a waiting producer leaves its core to the kernels it feeds; a host
+  /// pop wakes the sleep, and a long one sleeps on the ring's promise of it: promise_pop_wake).
   /// Returns how many were pushed: all of them, or fewer with `ec` set to errc::timeout or
   /// errc::cancelled.
   std::size_t push_all(std::span<const T> ms, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
@@ -153,7 +154,7 @@ bool ringpipe::ring<T>::push_waiting(waiting_message m, std::chrono::nanoseconds
                                      std::error_code& ec) noexcept {
   bool pushed = false;
   const auto done = [&] { return buffer_->cancelled() || (pushed = try_push(m)); };
-  if (done() || ring_buffer::wait_until(done, timeout)) {
+  if (done() || buffer_->wait_as_producer(done, timeout)) {
     if (pushed) return true;
     ec = make_error_code(errc::cancelled);
     return false;
@@ -204,7 +205,7 @@ std::size_t ringpipe::ring<T>::push_all(std::span<const T> ms, std::chrono::nano
     pushed += buffer_->push_n_bytes(ms.data() + pushed, ms.size() - pushed);
     return pushed == ms.size();
   };
-  if (done() || ring_buffer::wait_until(done, timeout)) {
+  if (done() || buffer_->wait_as_producer(done, timeout)) {
     if (pushed < ms.size()) ec = make_error_code(errc::cancelled);
     return pushed;
   }

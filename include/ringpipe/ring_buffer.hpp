@@ -163,6 +163,23 @@ public:
   /// Wakes an application thread asleep in wait_as_consumer (a publish or close does it too).
   void wake_sleeping_consumer() noexcept;
 
+  // --- the producer's wake: the mirror image, for a producer held by a full ring ---
+  /// What a host pop (or a driver's publish of the tail) calls, on the popping thread, once after
+  /// each want_pop_wake(): the producer's proxy or host stage. None: an application thread
+  /// asleep in wait_as_producer is woken.
+  void set_pop_wake(std::function<void()> wake);
+  void want_pop_wake() noexcept { pop_wake_wanted_.store(true, std::memory_order_seq_cst); }
+  bool pop_wake_wanted() const noexcept { return pop_wake_wanted_.load(std::memory_order_acquire); }
+  /// want_pop_wake() for a producer that will sleep with no timer to fall back on: true where the
+  /// wake is certain (no device writes the tail: note_device_consumer; the request fenced as in
+  /// promise_push_wake) and fewer than `room` slots are still free, the ring not cancelled.
+  bool promise_pop_wake(std::uint32_t room = 1) noexcept;
+  /// A device writes this ring's tail (a ring kernel pops it over shared memory): no host pop
+  /// wakes its producer, which must keep polling. A producer asleep on a promise is woken.
+  void note_device_consumer() noexcept;
+  bool device_consumer() const noexcept { return device_consumer_.load(std::memory_order_acquire); }
+  void wake_sleeping_producer() noexcept;
+
   // --- the producer's help ---
   /// What an application thread waiting in wait_as_consumer calls on its own thread when the
   /// producer offers it: a batched kernel's proxy publishes a completed launch there instead of
@@ -199,7 +216,11 @@ public:
     store_head(h);
     wake_consumer();
   }
-  void publish_tail(std::uint32_t t) noexcept { std::atomic_ref(header_->tail).store(t, std::memory_order_release); }
+  /// Gives slots back, and wakes a producer that asked for it.
+  void publish_tail(std::uint32_t t) noexcept {
+    std::atomic_ref(header_->tail).store(t, std::memory_order_release);
+    wake_producer();
+  }
   void note_fill(std::uint32_t fill) noexcept;
 
   /// Waits, with adaptive backoff, until `ready()` or `timeout`; false on timeout.
@@ -207,6 +228,13 @@ public:
   /// The same for this ring's consumer: once it sleeps, a host push, publish, close or cancel
   /// wakes it at once (a push that races its request is found when its sleep ends, as before).
   template <class Ready> bool wait_as_consumer(Ready&& ready, std::chrono::nanoseconds timeout);
+  /// The same for this ring's producer waiting for room: once it sleeps, a host pop or cancel
+  /// wakes it at once.
+  template <class Ready> bool wait_as_producer(Ready&& ready, std::chrono::nanoseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    return wait_backing_off(std::forward<Ready>(ready), timeout,
+                            [this, deadline](std::chrono::microseconds d) { sleep_as_producer(d, deadline); });
+  }
 
 private:
   /// wait_until's loop; `sleep`, where given, is how the backoff sleeps (backoff::wait).
@@ -232,6 +260,7 @@ private:
   /// The consumer's sleep in wait_as_consumer: up to `d`, or until a wake; after the backoff's
   /// longest sleep, until a promised wake or `deadline` (promise_push_wake).
   void sleep_as_consumer(std::chrono::microseconds d, std::chrono::steady_clock::time_point deadline) noexcept;
+  void sleep_as_producer(std::chrono::microseconds d, std::chrono::steady_clock::time_point deadline) noexcept;
   void note_pushed(std::uint32_t n) noexcept { pushed_.store(pushed() + n, std::memory_order_relaxed); }
   void note_popped(std::uint32_t n) noexcept { popped_.store(popped() + n, std::memory_order_relaxed); }
   /// After a push or close: one load on the producer's line while nobody waits.
@@ -244,6 +273,13 @@ private:
       call_push_wake();
   }
   void call_push_wake() noexcept;
+  /// After a pop: one load on the consumer's line while nobody waits (as wake_consumer).
+  void wake_producer() noexcept {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (pop_wake_wanted_.load(std::memory_order_acquire) && pop_wake_wanted_.exchange(false, std::memory_order_acq_rel))
+      call_pop_wake();
+  }
+  void call_pop_wake() noexcept;
   bool call_consumer_help() noexcept;
   static void yield_core() noexcept;
   /// One load while nothing is offered (a waiting consumer's every look). Sequentially consistent,
@@ -268,6 +304,8 @@ private:
   std::atomic<bool> device_producer_{false};          // a device writes the head: no push wakes
   alignas(64) std::uint32_t consumer_head_cache_ = 0; // consumer side
   std::uint32_t empty_looks_ = 0;                     // consumer side: note_empty_look
+  std::atomic<bool> pop_wake_wanted_{false};          // the producer sets it only before it sleeps
+  std::atomic<bool> device_consumer_{false};          // a device writes the tail: no pop wakes
   alignas(64) std::atomic<std::uint32_t> high_water_{0};
   std::atomic<std::uint64_t> pushed_{0}; // producer side writes
   std::atomic<bool> cancelled_{false};
@@ -280,6 +318,10 @@ private:
   std::atomic<bool> consumer_waits_{false}; // an application thread sleeps in wait_as_consumer, or is between sleeps
   std::mutex consumer_sleep_mutex_;         // an application thread blocked in pop sleeps on it
   std::condition_variable consumer_sleep_;
+  std::mutex pop_wake_mutex_; // taken once per wake, never on a pop that wakes nobody
+  std::function<void()> pop_wake_;
+  std::mutex producer_sleep_mutex_; // an application thread blocked in push sleeps on it
+  std::condition_variable producer_sleep_;
   // A promised sleep's limit: only a safety net, as the wake it was promised comes by itself.
   static constexpr std::chrono::milliseconds promised_sleep_limit{250};
   alignas(64) std::atomic<std::uint64_t> popped_{0}; // consumer side writes

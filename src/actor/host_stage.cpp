@@ -25,11 +25,13 @@ void host_stage::start() {
     out_block_.resize(std::size_t{batch_} * std::max<std::size_t>(std::max(out_size_, in_size_), 1));
   pace_by_rings();
   if (sleeps_until_input()) {
-    for (const auto& in : inputs_.all()) {
-      in->ring->set_push_wake([weak = weak_from_this()] {
-        if (auto s = weak.lock()) s->wake();
-      });
-    }
+    const auto wake_this = [weak = weak_from_this()] {
+      if (auto s = weak.lock()) s->wake();
+    };
+    for (const auto& in : inputs_.all())
+      in->ring->set_push_wake(wake_this);
+    for (const auto& out : outputs_)
+      out.ring->set_pop_wake(wake_this);
   }
   poller_.start(weak_from_this());
 }
@@ -139,14 +141,25 @@ poll_result host_stage::step() {
     leave();
     return poll_result::done;
   }
-  if (moved == 0) {
-    // Idle a while: asleep until a push wakes it, where each input promises one.
-    const bool dormant = sleeps_until_input() && poller_.backed_off() && inputs_.promise_push_wakes();
-    return dormant ? poll_result::dormant : poll_result::idle;
-  }
+  if (moved == 0) return may_sleep() ? poll_result::dormant : poll_result::idle;
   // Paced, a turn that moved less than its batch took all there was (or all the room): a poll at
   // once would find nothing, so it sleeps its paced sleep now.
   return paced_ && moved < batch_ ? poll_result::caught_up : poll_result::progress;
+}
+
+bool host_stage::may_sleep() {
+  if (!sleeps_until_input() || !poller_.backed_off()) return false;
+  // Nothing queued: asleep until a push, where each input promises one.
+  if (!inputs_.all().empty() && inputs_.queued() == 0) return inputs_.promise_push_wakes();
+  // Held by full outputs (or a source by its output): asleep until a pop, where each full one
+  // promises one. Idle for another reason (nothing full): it keeps polling.
+  bool held = false;
+  for (const auto& out : outputs_) {
+    if (out.ring->size() < out.ring->capacity()) continue;
+    if (!out.ring->promise_pop_wake()) return false;
+    held = true;
+  }
+  return held;
 }
 
 host_stage::run_space host_stage::out_run(std::size_t max) {

@@ -164,6 +164,9 @@ protected:
 
 private:
   poll_result step();
+  /// After a turn that moved nothing, idle a while: whether it may sleep until a push into an
+  /// input or a pop from a full output wakes it (each promised).
+  bool may_sleep();
   void leave();
 
   std::string name_;

@@ -1,8 +1,6 @@
 #include <ringpipe/device.hpp>
 #include <ringpipe/ring.hpp>
 
-#include "process_fence.hpp"
-
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -173,71 +171,7 @@ void ring_buffer::close() noexcept {
   wake_consumer();
 }
 
-// A wake that cannot be posted (out of memory) is dropped: the consumer's timer finds the push.
-void ring_buffer::call_push_wake() noexcept {
-  try {
-    std::function<void()> wake;
-    {
-      std::lock_guard lock(push_wake_mutex_);
-      wake = push_wake_;
-    }
-    if (wake) { // a proxy or host stage consumes this ring: no application thread sleeps on it
-      wake();   // outside the lock: a kernel's proxy may run a whole step here (a launch)
-      return;
-    }
-  } catch (...) {
-  }
-  wake_sleeping_consumer();
-}
-
-bool ring_buffer::promise_push_wake() noexcept {
-  want_push_wake();
-  // Marked before: no fence (its interrupts reach every core running this process, the spinning
-  // kernel's too) for a consumer that polls anyway, at every idle step.
-  if (device_producer_.load(std::memory_order_seq_cst)) return false;
-  // The fence orders the request before every producer's next look at it: a push this look
-  // misses sees the request and wakes.
-  if (!detail::process_wide_fence() || device_producer_.load(std::memory_order_seq_cst)) return false;
-  return size() == 0 && !closed();
-}
-
-void ring_buffer::note_device_producer() noexcept {
-  // Sequentially consistent, as the promise's request and look: either the promise sees the
-  // mark, or this sees its request and wakes the consumer to look again.
-  device_producer_.store(true, std::memory_order_seq_cst);
-  if (push_wake_wanted_.load(std::memory_order_seq_cst) && push_wake_wanted_.exchange(false)) call_push_wake();
-}
-
 void ring_buffer::yield_core() noexcept { std::this_thread::yield(); }
-
-void ring_buffer::wake_sleeping_consumer() noexcept {
-  // Taking the sleeper's mutex orders this after its last look at the ring.
-  { std::lock_guard lock(consumer_sleep_mutex_); }
-  consumer_sleep_.notify_all();
-}
-
-void ring_buffer::set_consumer_help(std::function<bool()> help) {
-  std::lock_guard lock(push_wake_mutex_);
-  consumer_help_ = std::move(help);
-}
-
-bool ring_buffer::call_consumer_help() noexcept {
-  try {
-    std::function<bool()> help;
-    {
-      std::lock_guard lock(push_wake_mutex_);
-      help = consumer_help_;
-    }
-    return help && help(); // outside the lock: a whole step of the producer's proxy runs here
-  } catch (...) {
-    return false;
-  }
-}
-
-void ring_buffer::set_push_wake(std::function<void()> wake) {
-  std::lock_guard lock(push_wake_mutex_);
-  push_wake_ = std::move(wake);
-}
 
 bool ring_buffer::try_pop_bytes(void* message) noexcept {
   const std::byte* from = next_pop_slot();
@@ -298,32 +232,6 @@ std::uint32_t ring_buffer::size() const noexcept {
 
 bool ring_buffer::closed() const noexcept {
   return (std::atomic_ref(header_->flags).load(std::memory_order_acquire) & ring_closed) != 0;
-}
-
-void ring_buffer::cancel(std::string reason) noexcept {
-  {
-    std::lock_guard lock(cancel_mutex_);
-    if (cancelled_.load(std::memory_order_relaxed)) return;
-    cancel_reason_ = std::move(reason);
-    cancelled_.store(true, std::memory_order_release);
-  }
-  wake_sleeping_consumer(); // a pop asleep now sees the cancel at once
-}
-
-void ring_buffer::sleep_as_consumer(std::chrono::microseconds d,
-                                    std::chrono::steady_clock::time_point deadline) noexcept {
-  std::unique_lock lock(consumer_sleep_mutex_);
-  consumer_waits_.store(true, std::memory_order_seq_cst);
-  // Idle a while: the push, close or cancel that ends the wait wakes it, where that is certain.
-  const bool promised = d >= backoff::longest_sleep && promise_push_wake();
-  if (!promised) want_push_wake();
-  // Asked, then looked: a push or close after this look wakes the sleep below (the waker takes
-  // the mutex first); one that raced a request not promised is found when the sleep ends.
-  if (size() != 0 || closed() || cancelled() || help_offered_.load(std::memory_order_seq_cst)) return;
-  if (promised)
-    consumer_sleep_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + promised_sleep_limit));
-  else
-    consumer_sleep_.wait_for(lock, d);
 }
 
 std::string ring_buffer::cancel_reason() const {

@@ -81,6 +81,9 @@ public:
     return resident && spans;
   }
   std::uint64_t uncounted() const noexcept override { return resident_->uncounted() + spans_->uncounted(); }
+  std::uint32_t room_wanted() const noexcept override {
+    return spanning_ ? spans_->room_wanted() : resident_->room_wanted();
+  }
   std::uint32_t heartbeat() const noexcept override { return resident_->heartbeat(); }
   std::chrono::microseconds idle_ceiling() const noexcept override {
     // Resident: watch for a backlog within a millisecond or two; spans: publish promptly.

@@ -105,6 +105,9 @@ public:
   /// Whether every launch slot is taken and the first launch to return wakes the proxy: until
   /// then an idle proxy has nothing to poll for but a stall, and sleeps its ceiling.
   virtual bool completion_wakes() const noexcept { return false; }
+  /// Output slots the last step waited for and did not find (its output ring was full, or short
+  /// of what the driver launches for): a pop from that ring is what it waits for. 0: none.
+  virtual std::uint32_t room_wanted() const noexcept { return 0; }
   /// The longest sleep between idle steps.
   virtual std::chrono::microseconds idle_ceiling() const noexcept { return std::chrono::microseconds(1000); }
   /// Releases every OpenCL object (after the last launch returned). Never throws.

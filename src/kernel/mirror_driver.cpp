@@ -63,6 +63,7 @@ bool mirror_driver::launch_batch() {
   auto& in = c_.in;
   auto& out = c_.out;
   const auto stop = c_.life.stop_requested();
+  room_wanted_ = 0;
   std::uint32_t ahead = 0; // messages claimed by the lane in flight
   // Where this batch's results may land: past the slots the lane in flight may fill (with ring
   // copies they stay there until it completes, behind a gap where an earlier lane dropped results).
@@ -89,6 +90,7 @@ bool mirror_driver::launch_batch() {
   const std::uint32_t out_ahead = c_.has_output ? out_at - out.load_head(std::memory_order_relaxed) : 0;
   if (c_.has_output) n = std::min(n, out.space() - out_ahead);
   if (n == 0 && !end) {
+    if (queued > 0) room_wanted_ = 1; // held by a full output
     if (in_flight_lanes_ == 0 && stop == kernel_stop::drain && queued == 0)
       return c_.life.finish(kernel_state::stopped);
     return false;

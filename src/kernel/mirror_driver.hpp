@@ -75,6 +75,7 @@ public:
   void stop_requested(kernel_stop) noexcept override {}
   bool in_flight() const noexcept override { return in_flight_lanes_ > 0; }
   bool completion_wakes() const noexcept override { return in_flight_lanes_ == lane_count_; }
+  std::uint32_t room_wanted() const noexcept override { return room_wanted_; }
   std::uint64_t uncounted() const noexcept override { return uncounted_; }
   bool launch_returned() override {
     const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
@@ -127,7 +128,8 @@ private:
   unsigned lane_count_ = 1; // 2: double-buffered
   unsigned front_ = 0;      // the oldest lane in flight
   unsigned in_flight_lanes_ = 0;
-  cl::Event running_; // the last lane's chain completes last
+  std::uint32_t room_wanted_ = 0; // the last launch_batch found no room for its results
+  cl::Event running_;             // the last lane's chain completes last
   std::uint64_t mirrored_in_ = 0, mirrored_out_ = 0;
   std::uint64_t returned_batches_ = 0;
   std::uint64_t uncounted_ = 0;       // taken from a batch but not counted by the kernel

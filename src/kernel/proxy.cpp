@@ -106,6 +106,11 @@ void kernel_proxy::start(std::shared_ptr<ring_buffer> input, std::shared_ptr<rin
       if (auto p = weak.lock()) p->input_pushed();
     });
   }
+  if (has_output_) {
+    out_->set_pop_wake([weak = weak_from_this()] {
+      if (auto p = weak.lock()) p->wake();
+    });
+  }
   if (helped_) {
     out_->set_consumer_help([weak = weak_from_this()] {
       auto p = weak.lock();
@@ -162,7 +167,15 @@ poll_result kernel_proxy::step() {
   if (progress) return poll_result::progress;
   if (driver_->completion_wakes()) return poll_result::waiting;
   if (has_input_ && !driver_->in_flight() && ask_for_push_wake()) return poll_result::dormant;
+  if (has_output_ && !driver_->in_flight() && promise_room()) return poll_result::dormant;
   return poll_result::idle;
+}
+
+// Held by a full output a while (its consumer does not pop): asleep until the pop that frees
+// what the driver waits for, where the output promises it (no device pops it).
+bool kernel_proxy::promise_room() {
+  const std::uint32_t room = driver_->room_wanted();
+  return room > 0 && poller_->backed_off() && out_->promise_pop_wake(room);
 }
 
 // A kernel with nothing in flight and nothing queued waits for input: the next host push (an

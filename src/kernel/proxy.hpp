@@ -132,6 +132,7 @@ public:
 private:
   poll_result step();
   bool ask_for_push_wake();
+  bool promise_room();
   void check_ring(const std::shared_ptr<ring_buffer>& r, std::size_t bytes, const char* side) const;
   std::shared_ptr<ring_buffer> absent_ring(bool shared, const char* suffix) const;
   bool stream_ended();

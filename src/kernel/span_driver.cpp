@@ -97,6 +97,7 @@ public:
   void stop_requested(kernel_stop) noexcept override {}
   bool in_flight() const noexcept override { return count_ > 0; }
   bool completion_wakes() const noexcept override { return count_ == max_spans; }
+  std::uint32_t room_wanted() const noexcept override { return room_wanted_; }
   bool launch_returned() override {
     if (count_ == 0) return true;
     // One in-order queue: the last span returns last.
@@ -142,10 +143,12 @@ private:
   std::uint32_t next_tail_ = 0, next_out_ = 0;            // after the last span launched
   clock::time_point front_since_;                         // when the oldest span in flight could start
   bool returned_groups_ = false, returned_ones_ = false;  // a span of each group size returned
+  std::uint32_t room_wanted_ = 0;                         // the last launch found too little room
 };
 
 // Claims the next span and launches it behind those in flight; false if there is none to claim.
 bool span_driver::launch() {
+  room_wanted_ = 0;
   if (count_ == 0) {
     next_tail_ = committed_tail_;
     next_out_ = committed_head_;
@@ -158,7 +161,10 @@ bool span_driver::launch() {
   const std::uint32_t room = c_.out.capacity() - (next_out_ - c_.out.load_tail(std::memory_order_acquire));
   // A consumer that lags frees room a little at a time: waiting for a quarter span of it keeps
   // spans large (fewer launches, fewer threads woken) where throughput is all that counts.
-  if (room < queued && room < span_limit_ / 4) return false;
+  if (room < queued && room < span_limit_ / 4) {
+    room_wanted_ = std::min(queued, span_limit_ / 4); // held by its output's consumer
+    return false;
+  }
   const std::uint32_t in_first = next_tail_ & (c_.in.capacity() - 1);
   const std::uint32_t out_first = next_out_ & (c_.out.capacity() - 1);
   std::uint32_t n = std::min({queued, room, span_limit_, c_.in.capacity() - in_first, c_.out.capacity() - out_first});

@@ -50,6 +50,7 @@ public:
     heartbeat_stamp_ = clock::now();
     last_tail_ = c.in.load_tail(std::memory_order_acquire);
     if (c.has_output) c.out.note_device_producer(); // the kernel publishes its results itself
+    if (c.has_input) c.in.note_device_consumer();   // and gives the input's slots back itself
   }
   ~svm_driver() override { release(); }
 
@@ -74,6 +75,7 @@ public:
     const bool input_ready = !c_.has_input || c_.in.size() > 0;
     const bool output_room = !c_.has_output || c_.out.space() > 0;
     const bool end_pending = c_.has_input && c_.in.drained();
+    room_wanted_ = input_ready && !output_room && !end_pending ? 1 : 0;
     if (c_.mode != kernel_mode::persistent && !(input_ready && output_room) && !end_pending) {
       if (stop == kernel_stop::drain && (!c_.has_input || c_.in.size() == 0))
         return c_.life.finish(kernel_state::stopped);
@@ -99,6 +101,7 @@ public:
   }
   std::uint64_t uncounted() const noexcept override { return taken_ > counted_ ? taken_ - counted_ : 0; }
   std::uint32_t heartbeat() const noexcept override { return ctl_ != nullptr ? load_ctl(ctl_->heartbeat) : 0; }
+  std::uint32_t room_wanted() const noexcept override { return room_wanted_; }
   std::chrono::microseconds idle_ceiling() const noexcept override {
     // A resident kernel needs the host only to watch it: a slow watch costs nothing.
     return std::chrono::microseconds(c_.mode == kernel_mode::persistent ? 20000 : 1000);
@@ -199,6 +202,7 @@ private:
   cl::Event running_;
   std::shared_ptr<wake_relay> relay_;
   bool in_flight_ = false;
+  std::uint32_t room_wanted_ = 0; // input queued, its output full: the launch waits for a pop
   std::uint32_t idle_budget_now_ = 0;
   std::uint32_t last_heartbeat_ = 0;
   clock::time_point heartbeat_stamp_;

@@ -1,6 +1,7 @@
 // What a started pipeline costs while no message comes: the process's CPU time and context
 // switches over a quiet second, for each kind of stage that waits, beside the same process with
-// no pipeline started (the baseline: the runtime's idle io threads). A resident kernel spins on
+// no pipeline started (the baseline: the runtime's idle io threads); and while no message leaves
+// (`full: ...`: nobody pops the outlet, every ring of the pipeline full). A resident kernel spins on
 // its device by design (the latency objective's choice): its row says what that costs.
 
 #include "bench.hpp"
@@ -53,12 +54,11 @@ std::string stage_line(const std::string& plan) {
   return "";
 }
 
-// inlet -> `stage` -> outlet, a few messages through, then quiet; `pop_while_quiet`: the
-// application waits in the outlet's pop all along instead of sleeping.
-template <class Stage>
-result quiet_pipeline(runtime& rt, const char* shape, Stage stage, bool pop_while_quiet = false) {
+// inlet -> `stage` -> outlet, started: `body(push, pop, plan line)` measures it, then its stream
+// ends and it stops.
+template <class Stage, class Body> result with_pipeline(runtime& rt, const std::string& name, Stage stage, Body body) {
   pipeline_options options;
-  options.name = std::string("idle ") + shape;
+  options.name = name;
   pipeline p(rt, options);
   auto in = p.add_inlet<msg>("in");
   auto out = p.add_outlet<msg>("out");
@@ -66,23 +66,60 @@ result quiet_pipeline(runtime& rt, const char* shape, Stage stage, bool pop_whil
   p.start();
   auto push = p.inlet<msg>("in");
   auto pop = p.outlet<msg>("out");
-  for (std::uint32_t s = 0; s < 3; ++s) {
-    push.push(make_test_message<16>(s), 10s);
-    msg m{};
-    if (!pop.pop(m, 10s) || m.seq != s) throw std::runtime_error(std::string("idle ") + shape + ": lost a message");
-  }
-  auto r = measure_quiet(shape, stage_line(p.plan()), [&] {
-    if (!pop_while_quiet) {
-      std::this_thread::sleep_for(1s);
-      return;
-    }
-    msg m{};
-    std::error_code ec;
-    if (pop.pop(m, 1s, ec)) throw std::runtime_error(std::string("idle ") + shape + ": a message came from nowhere");
-  });
+  auto r = body(push, pop, stage_line(p.plan()));
   push.close();
   (void)p.stop();
   return r;
+}
+
+// A few messages through, then quiet; `pop_while_quiet`: the application waits in the outlet's
+// pop all along instead of sleeping.
+template <class Stage>
+result quiet_pipeline(runtime& rt, const char* shape, Stage stage, bool pop_while_quiet = false) {
+  return with_pipeline(rt, std::string("idle ") + shape, stage, [&](auto& push, auto& pop, const std::string& plan) {
+    for (std::uint32_t s = 0; s < 3; ++s) {
+      push.push(make_test_message<16>(s), 10s);
+      msg m{};
+      if (!pop.pop(m, 10s) || m.seq != s) throw std::runtime_error(std::string("idle ") + shape + ": lost a message");
+    }
+    return measure_quiet(shape, plan, [&] {
+      if (!pop_while_quiet) {
+        std::this_thread::sleep_for(1s);
+        return;
+      }
+      msg m{};
+      std::error_code ec;
+      if (pop.pop(m, 1s, ec)) throw std::runtime_error(std::string("idle ") + shape + ": a message came from nowhere");
+    });
+  });
+}
+
+// Held full: the application pushes until every ring is full and the push times out, then the
+// quiet second, with the application asleep or blocked in a push (`push_while_quiet`); then
+// every message comes out once, in order.
+template <class Stage>
+result full_pipeline(runtime& rt, const char* shape, Stage stage, bool push_while_quiet = false) {
+  return with_pipeline(rt, std::string("full ") + shape, stage, [&](auto& push, auto& pop, const std::string& plan) {
+    std::uint32_t pushed = 0;
+    std::error_code ec;
+    while (push.push(make_test_message<16>(pushed), 100ms, ec))
+      ++pushed;
+    auto r = measure_quiet(shape, plan, [&] {
+      if (!push_while_quiet) {
+        std::this_thread::sleep_for(1s);
+        return;
+      }
+      if (push.push(make_test_message<16>(pushed), 1s, ec)) ++pushed; // room came: a stage moved late
+    });
+    r.metrics["messages_held"] = pushed;
+    for (std::uint32_t s = 0; s < pushed; ++s) {
+      msg m{};
+      if (!pop.pop(m, 10s) || m.seq != s)
+        throw std::runtime_error(std::string("full ") + shape + ": message " + std::to_string(s) +
+                                 " lost or out of order");
+    }
+    return r;
+  });
 }
 
 kernel_spec map_spec() { return {test_stages_source(16), "test_map", ""}; }
@@ -113,6 +150,14 @@ void idle_topic(bench_context& c) {
     if (!c.dev.info().supports(mode)) continue;
     const std::string shape = std::string(to_string(mode)) + " kernel";
     c.results.push_back(quiet_pipeline(c.rt, shape.c_str(), kernel_in(mode)));
+  }
+  // Held by backpressure: nobody pops the outlet.
+  c.results.push_back(full_pipeline(c.rt, "full: host stage", host));
+  c.results.push_back(full_pipeline(c.rt, "full: application blocked in push", host, true));
+  for (const auto mode : {kernel_mode::batched, kernel_mode::parked}) {
+    if (!c.dev.info().supports(mode)) continue;
+    const std::string shape = "full: " + std::string(to_string(mode)) + " kernel";
+    c.results.push_back(full_pipeline(c.rt, shape.c_str(), kernel_in(mode)));
   }
 }
 
