@@ -99,10 +99,12 @@ def sizes_axis(ax, xlabel="message size"):
 
 
 def finish(fig, ax_list, path, title, legend_below=False):
+    """legend_below: True, or how far below the axes (in axes heights, negative) the legend goes."""
     for ax in ax_list:
         handles = ax.get_legend_handles_labels()[0]
-        if legend_below and handles:  # long labels: under the plot, where they cover nothing
-            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
+        if legend_below and handles:  # long labels: under the plot (and under its tick labels)
+            below = -0.2 if legend_below is True else legend_below
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, below), ncol=1)
         elif len(handles) > 6:  # beside the plot, not over it
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         elif handles:

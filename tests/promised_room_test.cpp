@@ -61,9 +61,10 @@ TEST(PromisedRoom, APopWakesTheProducerOnceAndAPromiseLooksAtTheRingLast) {
   EXPECT_FALSE(r.promise_pop_wake()) << "promised on a cancelled ring";
 }
 
-// A ring kernel pops its input on the device: no host pop wakes the producer, so the ring never
-// promises, and a producer that slept on an earlier promise is woken to learn it.
-TEST(PromisedRoom, ARingWhoseTailADeviceWritesNeverPromises) {
+// A ring kernel's launch pops its input on the device: no host pop wakes the producer, so the ring
+// does not promise while it runs, and a producer that slept on an earlier promise is woken to
+// learn it. Once the launch has returned, host pops are the only moves again.
+TEST(PromisedRoom, ARingWhoseTailADeviceWritesPromisesOnlyBetweenLaunches) {
   REQUIRE_FENCE();
   ring_buffer r(8, sizeof(msg16), {"resident.in"});
   int wakes = 0;
@@ -75,6 +76,11 @@ TEST(PromisedRoom, ARingWhoseTailADeviceWritesNeverPromises) {
   EXPECT_EQ(wakes, 1) << "the promised producer was not told";
   EXPECT_FALSE(r.promise_pop_wake());
   EXPECT_TRUE(r.device_consumer());
+  r.note_device_consumer_returned();
+  EXPECT_FALSE(r.device_consumer());
+  EXPECT_TRUE(r.promise_pop_wake()) << "no promise after the launch returned";
+  r.note_device_consumer();
+  EXPECT_EQ(wakes, 2) << "the next launch did not wake the promised producer";
 }
 
 // The handshake as a litmus test: in each round the consumer pops one message of a full ring at

@@ -68,9 +68,10 @@ TEST(PromisedWake, APushWakesTheConsumerOnceAndAPromiseLooksAtTheRingLast) {
   EXPECT_FALSE(r.promise_push_wake()) << "promised on a closed ring";
 }
 
-// A resident kernel writes its output ring's head on the device: no push wakes the consumer, so
-// the ring never promises, and a consumer that slept on an earlier promise is woken to learn it.
-TEST(PromisedWake, ARingWhoseHeadADeviceWritesNeverPromises) {
+// A ring kernel's launch writes its output ring's head on the device: no push wakes the consumer,
+// so the ring does not promise while it runs, and a consumer that slept on an earlier promise is
+// woken to learn it. Once the launch has returned, host pushes are the only moves again.
+TEST(PromisedWake, ARingWhoseHeadADeviceWritesPromisesOnlyBetweenLaunches) {
   REQUIRE_FENCE();
   ring_buffer r(8, sizeof(msg16), {"resident.out"});
   int wakes = 0;
@@ -80,6 +81,11 @@ TEST(PromisedWake, ARingWhoseHeadADeviceWritesNeverPromises) {
   EXPECT_EQ(wakes, 1) << "the promised consumer was not told";
   EXPECT_FALSE(r.promise_push_wake());
   EXPECT_TRUE(r.device_producer());
+  r.note_device_producer_returned();
+  EXPECT_FALSE(r.device_producer());
+  EXPECT_TRUE(r.promise_push_wake()) << "no promise after the launch returned";
+  r.note_device_producer();
+  EXPECT_EQ(wakes, 2) << "the next launch did not wake the promised consumer";
 }
 
 // The handshake as a litmus test: in each round the producer pushes one message at a random

@@ -265,6 +265,37 @@ TEST_F(PushWakeKernelTest, AKernelHeldByAFullOutputIsWokenByThePops) {
   }
 }
 
+// A parked kernel's launch writes its output on the device. Once it has returned, an application
+// blocked in pop on that output sleeps on the ring's promise, and the next launch (the push's)
+// wakes it to poll for the result: the result comes at once, not at the promised sleep's limit of
+// 250 ms. Every message once, in order.
+TEST_F(PushWakeKernelTest, AnApplicationAsleepOnAParkedKernelsOutputIsWokenByItsNextLaunch) {
+  if (!topo()[0].info().supports(kernel_mode::parked))
+    GTEST_SKIP() << "device '" << topo()[0].name() << "' runs no parked kernel (its launches write no shared ring)";
+  map_kernel run(kernel_mode::parked);
+  msg16 m{};
+  ASSERT_TRUE(run.idle_after_one(m));
+  auto fastest = std::chrono::steady_clock::duration::max();
+  for (std::uint32_t i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(wait_for([&] { return !run.out.buffer().device_producer(); }, 10s))
+        << "kernel '" << run.k.name() << "': its parked launch never returned, or ring 'out' still says a device "
+        << "writes it";
+    std::atomic<std::chrono::steady_clock::time_point> pushed_at{};
+    std::thread producer([&] {
+      std::this_thread::sleep_for(30ms); // the pop has slept its backoff out and promised
+      pushed_at.store(std::chrono::steady_clock::now());
+      EXPECT_TRUE(run.in.try_push(make_test_message<16>(i)));
+    });
+    ASSERT_TRUE(run.out.pop(m, 10s));
+    fastest = std::min(fastest, std::chrono::steady_clock::now() - pushed_at.load());
+    producer.join();
+    EXPECT_EQ(m.seq, i);
+  }
+  EXPECT_LT(fastest, 150ms) << "the pop waited for its sleep's limit, not the parked kernel's next launch";
+  run.k.stop(30s);
+  EXPECT_EQ(run.k.stats().msgs_out, 4u);
+}
+
 // A resident kernel polls its ring on the device: its proxy has nothing to be woken for.
 TEST_F(PushWakeKernelTest, AResidentKernelNeverAsks) {
   const auto& dev = topo()[0];

@@ -205,8 +205,9 @@ public:
   /// The failure (fault, stall, launch error) if the kernel failed, else null.
   std::exception_ptr failure() const;
   /// Wakes the proxy: new input is queued. Host pushes and close() on the input ring wake a
-  /// sleeping proxy themselves (ring_buffer::want_push_wake), and a ring kernel that writes the
-  /// ring on the device marks it so that the proxy keeps polling (note_device_producer); this is
+  /// sleeping proxy themselves (ring_buffer::want_push_wake), and a ring kernel's launch that
+  /// writes the ring on the device marks it while it runs so that the proxy keeps polling
+  /// (note_device_producer); this is
   /// for input that arrives another way, such as a kernel of your own pushing on the device (a
   /// proxy idle a while sleeps up to 250 ms before it looks again). While a launch that pops
   /// the input itself runs (batched over shared memory), or every staging lane is taken, the

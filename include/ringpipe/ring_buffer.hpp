@@ -156,9 +156,13 @@ public:
   /// is ordered before every thread's next push (a process-wide fence, about 1 us: for a
   /// consumer that has been idle a while, not for every idle look).
   bool promise_push_wake() noexcept;
-  /// A device writes this ring's head (a resident kernel's output): no host push wakes its
-  /// consumer, which must keep polling. A consumer that slept on a promise is woken to learn it.
+  /// A device writes this ring's head from now on (a ring kernel's launch over shared memory
+  /// publishes its results): no host push wakes the consumer, which must keep polling. A consumer
+  /// that slept on a promise is woken to learn it.
   void note_device_producer() noexcept;
+  /// The launch that wrote the head has returned (seen complete by the host): every move of the
+  /// head is a host push again, until the next note_device_producer().
+  void note_device_producer_returned() noexcept;
   bool device_producer() const noexcept { return device_producer_.load(std::memory_order_acquire); }
   /// Wakes an application thread asleep in wait_as_consumer (a publish or close does it too).
   void wake_sleeping_consumer() noexcept;
@@ -174,9 +178,11 @@ public:
   /// wake is certain (no device writes the tail: note_device_consumer; the request fenced as in
   /// promise_push_wake) and fewer than `room` slots are still free, the ring not cancelled.
   bool promise_pop_wake(std::uint32_t room = 1) noexcept;
-  /// A device writes this ring's tail (a ring kernel pops it over shared memory): no host pop
-  /// wakes its producer, which must keep polling. A producer asleep on a promise is woken.
+  /// A device writes this ring's tail from now on (a ring kernel's launch pops it over shared
+  /// memory): no host pop wakes the producer, which must keep polling. A producer asleep on a
+  /// promise is woken. note_device_consumer_returned(): that launch has returned.
   void note_device_consumer() noexcept;
+  void note_device_consumer_returned() noexcept;
   bool device_consumer() const noexcept { return device_consumer_.load(std::memory_order_acquire); }
   void wake_sleeping_producer() noexcept;
 

@@ -54,6 +54,11 @@ bool mark_device_end(std::atomic<bool>& device_moves_other_end, std::atomic<bool
   return wanted.load(std::memory_order_seq_cst) && wanted.exchange(false);
 }
 
+// After the host saw the launch complete: a promise that reads this sees the launch's moves.
+void unmark_device_end(std::atomic<bool>& device_moves_other_end) noexcept {
+  device_moves_other_end.store(false, std::memory_order_seq_cst);
+}
+
 // An application thread's sleep: promised, until the wake or `deadline` (`limit` at most, a
 // safety net); otherwise up to `d`, or a wake (asked, with a timer to fall back on).
 void sleep_until_woken(std::unique_lock<std::mutex>& lock, std::condition_variable& cv, bool promised,
@@ -81,6 +86,8 @@ bool ring_buffer::promise_push_wake() noexcept {
 void ring_buffer::note_device_producer() noexcept {
   if (mark_device_end(device_producer_, push_wake_wanted_)) call_push_wake();
 }
+
+void ring_buffer::note_device_producer_returned() noexcept { unmark_device_end(device_producer_); }
 
 void ring_buffer::wake_sleeping_consumer() noexcept { notify_sleeper(consumer_sleep_mutex_, consumer_sleep_); }
 
@@ -134,6 +141,8 @@ bool ring_buffer::promise_pop_wake(std::uint32_t room) noexcept {
 void ring_buffer::note_device_consumer() noexcept {
   if (mark_device_end(device_consumer_, pop_wake_wanted_)) call_pop_wake();
 }
+
+void ring_buffer::note_device_consumer_returned() noexcept { unmark_device_end(device_consumer_); }
 
 void ring_buffer::wake_sleeping_producer() noexcept { notify_sleeper(producer_sleep_mutex_, producer_sleep_); }
 

@@ -49,8 +49,6 @@ public:
     });
     heartbeat_stamp_ = clock::now();
     last_tail_ = c.in.load_tail(std::memory_order_acquire);
-    if (c.has_output) c.out.note_device_producer(); // the kernel publishes its results itself
-    if (c.has_input) c.in.note_device_consumer();   // and gives the input's slots back itself
   }
   ~svm_driver() override { release(); }
 
@@ -64,7 +62,7 @@ public:
         yield_when_contended();
         return false;
       }
-      in_flight_ = false;
+      launch_returned_now();
       c_.life.release_input_wakes();
       c_.life.release_worker();
       observe_counters();
@@ -96,7 +94,7 @@ public:
   bool in_flight() const noexcept override { return in_flight_; }
   bool launch_returned() override {
     const auto status = running_.getInfo<CL_EVENT_COMMAND_EXECUTION_STATUS>();
-    if (status == CL_COMPLETE || status < 0) in_flight_ = false;
+    if (in_flight_ && (status == CL_COMPLETE || status < 0)) launch_returned_now();
     return !in_flight_;
   }
   std::uint64_t uncounted() const noexcept override { return taken_ > counted_ ? taken_ - counted_ : 0; }
@@ -109,6 +107,7 @@ public:
   void release() noexcept override {
     relay_->cut();
     if (queue_()) clFinish(queue_());
+    if (in_flight_) launch_returned_now();
     if (ctl_ != nullptr) clSVMFree(c_.dev.context()(), ctl_);
     ctl_ = nullptr;
     running_ = cl::Event();
@@ -116,8 +115,21 @@ public:
   }
 
 private:
+  // A launch moves the rings' counters on the device: the kernel publishes its results and gives
+  // the input's slots back itself, so the host ends waiting on them must poll (no host push or
+  // pop announces those moves) until the launch has returned.
+  void launch_starts() noexcept {
+    if (c_.has_output) c_.out.note_device_producer();
+    if (c_.has_input) c_.in.note_device_consumer();
+  }
+  void launch_returned_now() noexcept {
+    in_flight_ = false;
+    if (c_.has_output) c_.out.note_device_producer_returned();
+    if (c_.has_input) c_.in.note_device_consumer_returned();
+  }
   bool launch(kernel_stop stop) {
     if (!c_.life.acquire_worker()) return false;
+    launch_starts();
     store_ctl(ctl_->state, static_cast<std::uint32_t>(kernel_state::launched));
     store_ctl(ctl_->stop, static_cast<std::uint32_t>(stop));
     const auto local = c_.mode == kernel_mode::batched ? c_.image.batch_local_size() : c_.image.local_size();

@@ -151,6 +151,11 @@ void idle_topic(bench_context& c) {
     const std::string shape = std::string(to_string(mode)) + " kernel";
     c.results.push_back(quiet_pipeline(c.rt, shape.c_str(), kernel_in(mode)));
   }
+  // A parked kernel's launches write its rings on the device: between launches, only host calls.
+  const bool parked = c.dev.info().supports(kernel_mode::parked);
+  if (parked)
+    c.results.push_back(
+        quiet_pipeline(c.rt, "parked kernel, application blocked in pop", kernel_in(kernel_mode::parked), true));
   // Held by backpressure: nobody pops the outlet.
   c.results.push_back(full_pipeline(c.rt, "full: host stage", host));
   c.results.push_back(full_pipeline(c.rt, "full: application blocked in push", host, true));
@@ -158,6 +163,10 @@ void idle_topic(bench_context& c) {
     if (!c.dev.info().supports(mode)) continue;
     const std::string shape = "full: " + std::string(to_string(mode)) + " kernel";
     c.results.push_back(full_pipeline(c.rt, shape.c_str(), kernel_in(mode)));
+  }
+  if (parked) {
+    c.results.push_back(
+        full_pipeline(c.rt, "full: parked kernel, application blocked in push", kernel_in(kernel_mode::parked), true));
   }
 }
 
