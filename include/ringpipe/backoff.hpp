@@ -2,12 +2,13 @@
 // Adaptive backoff for host-side polling: spin briefly, then yield, then sleep in growing steps,
 // so that a waiting host thread answers fast when traffic flows and costs little when it stops
 // (a wakeup per longest_sleep). The rings' blocking calls wait with it, and a pop (or a push) that
-// reaches the longest sleep sleeps on its ring's promised wake instead (ring_buffer::
-// promise_push_wake, promise_pop_wake), costing nothing while nothing comes (or nothing leaves); an application thread
-// that polls several rings itself (push_n into an inlet, pop_n from an outlet) calls wait() after a pass that moved
-// nothing and reset() after one that moved something, so it leaves its core to the kernels it feeds. It spins only
-// where a spin cannot hold up the thread it waits for (spinning_helps), and where a busy poller offers its work (the
-// MPI link thread: detail::wait_helper), it takes that poller's turns for a while instead of yielding to it.
+// reaches the longest sleep sleeps on its ring's promised wake instead (promise_push_wake,
+// promise_pop_wake), costing nothing while nothing comes (or nothing leaves); an application
+// thread that polls several rings itself (push_n into an inlet, pop_n from an outlet) calls wait()
+// after a pass that moved nothing and reset() after one that moved something, so it leaves its
+// core to the kernels it feeds. It spins only where a spin cannot hold up the thread it waits for
+// (spinning_helps), and where a busy poller offers its work (the MPI link thread:
+// detail::wait_helper), it takes that poller's turns for a while instead of yielding to it.
 
 #include <algorithm>
 #include <atomic>

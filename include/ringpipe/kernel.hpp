@@ -207,11 +207,11 @@ public:
   /// Wakes the proxy: new input is queued. Host pushes and close() on the input ring wake a
   /// sleeping proxy themselves (ring_buffer::want_push_wake), and a ring kernel's launch that
   /// writes the ring on the device marks it while it runs so that the proxy keeps polling
-  /// (note_device_producer); this is
-  /// for input that arrives another way, such as a kernel of your own pushing on the device (a
-  /// proxy idle a while sleeps up to 250 ms before it looks again). While a launch that pops
-  /// the input itself runs (batched over shared memory), or every staging lane is taken, the
-  /// wake waits for that launch's end, which has the proxy look at the ring again.
+  /// (note_device_producer); this is for input that arrives another way, such as a kernel of
+  /// your own pushing on the device (a proxy idle a while sleeps up to 250 ms before it looks
+  /// again). While a launch that pops the input itself runs (batched over shared memory), or
+  /// every staging lane is taken, the wake waits for that launch's end, which has the proxy look
+  /// at the ring again.
   void notify() noexcept;
   /// Before start(): `fn` runs on a runtime thread when the kernel finishes or fails, before
   /// wait_exited() can return (a pipeline waits on its kernels this way, without polling). Several

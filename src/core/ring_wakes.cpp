@@ -2,8 +2,8 @@
 // host push or close, a producer asleep on a full one by the next host pop. Each end asks with a
 // flag the other end looks at after it moves its counter (one load while nobody asks); an end
 // idle a while asks for a promise instead (the request, a process-wide fence, a last look: see
-// process_fence.hpp) and may then sleep with no timer. A ring whose other end a device moves never
-// promises: no host call announces those moves.
+// process_fence.hpp) and may then sleep with no timer. A ring whose other end a device's launch
+// moves does not promise while that launch runs: no host call announces those moves.
 #include <ringpipe/ring.hpp>
 
 #include "process_fence.hpp"
