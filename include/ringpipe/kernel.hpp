@@ -29,7 +29,7 @@ class runtime;
 /// The control block, shared with rp_control in cl/ringpipe/stage.clh.
 struct control_block {
   alignas(64) std::uint32_t stop;      ///< host side: kernel_stop
-  std::uint32_t idle_budget;           ///< host side: empty polls before leaving; 0: never
+  std::uint32_t idle_budget;           ///< host side: empty polls before leaving; idle_forever: never
   alignas(64) std::uint32_t state;     ///< device side: kernel_state
   std::uint32_t error;                 ///< device side: the kernel's error code
   std::uint32_t msgs_in;               ///< device side, wraps
@@ -39,6 +39,10 @@ struct control_block {
 };
 static_assert(offsetof(control_block, state) == 64 && offsetof(control_block, heartbeat) == 128);
 static_assert(sizeof(control_block) == 192);
+/// control_block::idle_budget of a persistent kernel. Not 0: llvmpipe runs a one-item group in a
+/// vector of 8 lanes, and the seven past its end poll too, reading a budget of 0; a 0 that meant
+/// "never" kept them polling until the driver cut the launch's loops (RP_IDLE_FOREVER, stage.clh).
+inline constexpr std::uint32_t idle_forever = 0xffffffffu;
 
 enum class kernel_stop : std::uint32_t { run = 0, drain = 1, now = 2 };
 

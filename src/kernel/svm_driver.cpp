@@ -36,7 +36,7 @@ public:
                                            "device '" +
                                            c.dev.name() + "'");
     std::memset(static_cast<void*>(ctl_), 0, sizeof(control_block));
-    idle_budget_now_ = c.mode == kernel_mode::persistent ? 0
+    idle_budget_now_ = c.mode == kernel_mode::persistent ? idle_forever
                        : c.mode == kernel_mode::parked   ? std::max(1u, c.options.idle_budget)
                                                          : 1u;
     ctl_->idle_budget = idle_budget_now_;
