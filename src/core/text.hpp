@@ -27,6 +27,13 @@ std::string format(const char* fmt, auto... args) {
 std::string dot_quoted(std::string_view s);
 
 /// `s` cut to `n` characters, its last one a '~' when cut.
-inline std::string clip(const std::string& s, std::size_t n) { return s.size() <= n ? s : s.substr(0, n - 1) + "~"; }
+inline std::string clip(const std::string& s, std::size_t n) {
+  if (s.size() <= n) return s;
+  // Appends to the cut copy: GCC 12 reads `substr(...) + "~"` as writing past the string (-Warray-bounds)
+  // once inlined, depending on the headers included before (a precompiled set makes it so).
+  std::string cut = s.substr(0, n - 1);
+  cut.push_back('~');
+  return cut;
+}
 
 } // namespace ringpipe::detail
