@@ -2,7 +2,8 @@
 # once per kind of target instead of once per file, which is most of the work in compiling one of
 # ringpipe's files (a test file 5.8-12.3 s -> 3.1-7.8 s on GCC 12). One header set per kind, as
 # targets whose flags differ cannot share one: the library (position-independent code), the test
-# binaries (GoogleTest's definitions) and the programs (examples, tools, ringpipe-bench).
+# binaries (GoogleTest's definitions) and the programs (examples and tools;
+# ringpipe-bench is left out, tools/CMakeLists.txt says why).
 # Off, every file is compiled on its own includes: scripts/test.sh turns them off in its
 # ThreadSanitizer build, so that a file that forgets an include still fails a build of CI.
 option(RINGPIPE_PRECOMPILED_HEADERS "Precompile the headers most files include" ON)
