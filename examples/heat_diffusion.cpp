@@ -110,8 +110,9 @@ int main(int argc, char** argv) {
       std::printf("FAILED: %zu cells differ from the host's steps\n", wrong);
       return 1;
     }
-    std::printf("OK: %zu steps on %zu devices, then on %zu by measured speed, every cell as on the host\n", steps,
-                u.layout().pieces().size(), by_speed.pieces().size());
+    const auto pieces = u.layout().pieces().size();
+    std::printf("OK: %zu steps on %zu device%s, then on %zu by measured speed, every cell as on the host\n", steps,
+                pieces, pieces == 1 ? "" : "s", by_speed.pieces().size());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "heat_diffusion failed: %s\n", e.what());

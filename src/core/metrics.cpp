@@ -26,6 +26,7 @@ std::string_view to_string(stage_kind k) noexcept {
 
 using detail::clip;
 using detail::format;
+using detail::short_label;
 
 namespace {
 // A replica of farm `farm`: the kernel stage "farm@k".
@@ -82,12 +83,17 @@ const link_metrics* pipeline_metrics::link(std::string_view from, std::string_vi
 std::string pipeline_metrics::table() const {
   std::string t = format("%-22s %-7s %-24s %-10s %-9s %12s %12s %11s %10s %8s\n", "stage", "kind", "device", "mode",
                          "state", "in", "out", "queue", "high-water", "launches");
+  std::string long_states; // a state too wide for its column ("fused into 'square'") goes under the table
   for (const auto& s : stages) {
+    const bool fits = s.state.size() <= 9;
+    if (!fits) long_states += "  " + s.name + ": " + s.state + "\n";
     t += format("%-22s %-7s %-24s %-10s %-9s %12llu %12llu %5u/%-5u %10u %8llu\n", clip(s.name, 22).c_str(),
-                std::string(to_string(s.kind)).c_str(), clip(s.device, 24).c_str(), s.mode.c_str(), s.state.c_str(),
-                static_cast<unsigned long long>(s.msgs_in), static_cast<unsigned long long>(s.msgs_out), s.queue_fill,
-                s.queue_capacity, s.queue_high_water, static_cast<unsigned long long>(s.launches));
+                std::string(to_string(s.kind)).c_str(), clip(short_label(s.device), 24).c_str(), s.mode.c_str(),
+                fits ? s.state.c_str() : "(below)", static_cast<unsigned long long>(s.msgs_in),
+                static_cast<unsigned long long>(s.msgs_out), s.queue_fill, s.queue_capacity, s.queue_high_water,
+                static_cast<unsigned long long>(s.launches));
   }
+  t += long_states;
   for (const auto& s : stages)
     if (s.kind == stage_kind::dealer) {
       const auto farm = detail::farm_of(s.name);

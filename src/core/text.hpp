@@ -26,6 +26,15 @@ std::string format(const char* fmt, auto... args) {
 /// `s` as a Graphviz quoted string (quotes and backslashes escaped, newlines as \n).
 std::string dot_quoted(std::string_view s);
 
+/// "#2 rusticl: llvmpipe (LLVM 15.0.6, 256 bits)" -> "#2 llvmpipe (LLVM 15.0.6, 256 bits)": a device's
+/// index and name without its platform, short enough for a table's column.
+inline std::string short_label(const std::string& label) {
+  const auto colon = label.find(": ");
+  const auto space = label.find(' ');
+  if (colon == std::string::npos || space == std::string::npos || space > colon) return label;
+  return label.substr(0, space) + " " + label.substr(colon + 2);
+}
+
 /// `s` cut to `n` characters, its last one a '~' when cut.
 inline std::string clip(const std::string& s, std::size_t n) {
   if (s.size() <= n) return s;

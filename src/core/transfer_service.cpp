@@ -1,5 +1,7 @@
 #include "transfer_service.hpp"
 
+#include "text.hpp"
+
 #include <ringpipe/detail/json.hpp>
 
 #include <cstdio>
@@ -122,17 +124,6 @@ std::uint64_t transfer_report::total_bytes() const noexcept {
   return n;
 }
 
-namespace {
-/// "#2 rusticl: llvmpipe (LLVM 15.0.6, 256 bits)" -> "#2 llvmpipe (LLVM 15.0.6, 256 bits)": the
-/// index and the device's name, short enough for a column.
-std::string short_label(const std::string& label) {
-  const auto colon = label.find(": ");
-  const auto space = label.find(' ');
-  if (colon == std::string::npos || space == std::string::npos || space > colon) return label;
-  return label.substr(0, space) + " " + label.substr(colon + 2);
-}
-} // namespace
-
 std::string transfer_report::table() const {
   std::string t;
   char line[256];
@@ -142,10 +133,10 @@ std::string transfer_report::table() const {
   for (const auto& p : pairs) {
     char rate[16] = "-"; // untimed (a pipeline's staged batches)
     if (p.seconds > 0) std::snprintf(rate, sizeof rate, "%.2f", static_cast<double>(p.bytes) / p.seconds / 1e9);
-    std::snprintf(line, sizeof line, "%-36.36s %-36.36s %-7s %7llu %12llu %6llu %7s\n", short_label(p.from).c_str(),
-                  short_label(p.to).c_str(), std::string(to_string(p.path)).c_str(),
-                  static_cast<unsigned long long>(p.copies), static_cast<unsigned long long>(p.bytes),
-                  static_cast<unsigned long long>(p.failed), rate);
+    std::snprintf(line, sizeof line, "%-36.36s %-36.36s %-7s %7llu %12llu %6llu %7s\n",
+                  detail::short_label(p.from).c_str(), detail::short_label(p.to).c_str(),
+                  std::string(to_string(p.path)).c_str(), static_cast<unsigned long long>(p.copies),
+                  static_cast<unsigned long long>(p.bytes), static_cast<unsigned long long>(p.failed), rate);
     t += line;
   }
   return t;
