@@ -1,6 +1,6 @@
 // What users look at: the pipeline's Graphviz graph (every stage and link named, grouped by where
 // it runs, link kinds and, after a run, what each link carried; Graphviz itself must accept it)
-// and the periodic metrics callback.
+// and the metrics: the callback while it runs, the table's columns.
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
 #include <test_message.hpp>
@@ -74,6 +74,34 @@ TEST_F(PipelineTest, DotNamesEveryStageAndLinkAndGraphvizDrawsIt) {
   EXPECT_NE(ranked.find("rank 0 of 1"), std::string::npos) << ranked;
   EXPECT_NE(ranked.find("subgraph cluster_rank"), std::string::npos) << ranked;
   EXPECT_EQ(render(ranked, "ranked"), 0) << ranked;
+}
+
+// The table keeps its columns: a device is its index and name without the platform (every PoCL
+// device read "#0 Portable Computing L~"), and a state wider than its column goes under the table.
+TEST(MetricsTable, ADevicesNameAndALongStateKeepTheColumns) {
+  pipeline_metrics m;
+  m.stages.push_back({.name = "square",
+                      .kind = stage_kind::kernel,
+                      .device = "#1 Portable Computing Language: cpu",
+                      .mode = "batched",
+                      .state = "running",
+                      .msgs_in = 7});
+  m.stages.push_back({.name = "shift",
+                      .kind = stage_kind::kernel,
+                      .device = "#1 Portable Computing Language: cpu",
+                      .mode = "batched",
+                      .state = "fused into 'square'",
+                      .msgs_in = 7});
+  const std::string t = m.table();
+  std::vector<std::string> lines;
+  for (std::size_t at = 0, end; (end = t.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(t.substr(at, end - at));
+  ASSERT_GE(lines.size(), 4u) << t;
+  EXPECT_NE(lines[1].find("#1 cpu "), std::string::npos) << t;
+  EXPECT_EQ(lines[1].find("Portable"), std::string::npos) << t;
+  EXPECT_EQ(lines[1].size(), lines[2].size()) << "the long state moved the numbers\n" << t;
+  EXPECT_NE(lines[2].find("(below)"), std::string::npos) << t;
+  EXPECT_NE(t.find("  shift: fused into 'square'\n"), std::string::npos) << t;
 }
 
 TEST_F(PipelineTest, MetricsCallbackReportsWhileRunningAndOnceAtTheEnd) {
