@@ -77,7 +77,8 @@ TEST_F(PipelineTest, DotNamesEveryStageAndLinkAndGraphvizDrawsIt) {
 }
 
 // The table keeps its columns: a device is its index and name without the platform (every PoCL
-// device read "#0 Portable Computing L~"), and a state wider than its column goes under the table.
+// device read "#0 Portable Computing L~"), the column as wide as the longest, and a state wider
+// than its column goes under the table.
 TEST(MetricsTable, ADevicesNameAndALongStateKeepTheColumns) {
   pipeline_metrics m;
   m.stages.push_back({.name = "square",
@@ -88,7 +89,7 @@ TEST(MetricsTable, ADevicesNameAndALongStateKeepTheColumns) {
                       .msgs_in = 7});
   m.stages.push_back({.name = "shift",
                       .kind = stage_kind::kernel,
-                      .device = "#1 Portable Computing Language: cpu",
+                      .device = "#2 rusticl: llvmpipe (LLVM 15.0.6, 256 bits)",
                       .mode = "batched",
                       .state = "fused into 'square'",
                       .msgs_in = 7});
@@ -101,6 +102,7 @@ TEST(MetricsTable, ADevicesNameAndALongStateKeepTheColumns) {
   EXPECT_EQ(lines[1].find("Portable"), std::string::npos) << t;
   EXPECT_EQ(lines[1].size(), lines[2].size()) << "the long state moved the numbers\n" << t;
   EXPECT_NE(lines[2].find("(below)"), std::string::npos) << t;
+  EXPECT_NE(lines[2].find("#2 llvmpipe (LLVM 15.0.6, 256 bits) "), std::string::npos) << "cut\n" << t;
   EXPECT_NE(t.find("  shift: fused into 'square'\n"), std::string::npos) << t;
 }
 

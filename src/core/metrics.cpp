@@ -81,14 +81,24 @@ const link_metrics* pipeline_metrics::link(std::string_view from, std::string_vi
 }
 
 std::string pipeline_metrics::table() const {
-  std::string t = format("%-22s %-7s %-24s %-10s %-9s %12s %12s %11s %10s %8s\n", "stage", "kind", "device", "mode",
-                         "state", "in", "out", "queue", "high-water", "launches");
+  // The name and device columns are as wide as their longest entry (within bounds): a table of
+  // PoCL devices otherwise cut every name to the same "#0 pthread-haswell-AMD ~".
+  int name_w = 22, device_w = 6;
+  for (const auto& s : stages) {
+    name_w = std::max(name_w, static_cast<int>(s.name.size()));
+    device_w = std::max(device_w, static_cast<int>(short_label(s.device).size()));
+  }
+  name_w = std::min(name_w, 40); // a staged link's mover: "square.out->threshold.in (staged)"
+  device_w = std::min(device_w, 36);
+  std::string t = format("%-*s %-7s %-*s %-10s %-9s %12s %12s %13s %10s %8s\n", name_w, "stage", "kind", device_w,
+                         "device", "mode", "state", "in", "out", "queue", "high-water", "launches");
   std::string long_states; // a state too wide for its column ("fused into 'square'") goes under the table
   for (const auto& s : stages) {
     const bool fits = s.state.size() <= 9;
     if (!fits) long_states += "  " + s.name + ": " + s.state + "\n";
-    t += format("%-22s %-7s %-24s %-10s %-9s %12llu %12llu %5u/%-5u %10u %8llu\n", clip(s.name, 22).c_str(),
-                std::string(to_string(s.kind)).c_str(), clip(short_label(s.device), 24).c_str(), s.mode.c_str(),
+    t += format("%-*s %-7s %-*s %-10s %-9s %12llu %12llu %6u/%-6u %10u %8llu\n", name_w,
+                clip(s.name, static_cast<std::size_t>(name_w)).c_str(), std::string(to_string(s.kind)).c_str(),
+                device_w, clip(short_label(s.device), static_cast<std::size_t>(device_w)).c_str(), s.mode.c_str(),
                 fits ? s.state.c_str() : "(below)", static_cast<unsigned long long>(s.msgs_in),
                 static_cast<unsigned long long>(s.msgs_out), s.queue_fill, s.queue_capacity, s.queue_high_water,
                 static_cast<unsigned long long>(s.launches));
