@@ -106,6 +106,19 @@ TEST(MetricsTable, ADevicesNameAndALongStateKeepTheColumns) {
   EXPECT_NE(t.find("  shift: fused into 'square'\n"), std::string::npos) << t;
 }
 
+// The links' table too: a rank's port is not cut, and a ring of 131,072 slots keeps the columns.
+TEST(MetricsTable, LongPortsAndLargeRingsKeepTheLinksColumns) {
+  pipeline_metrics m;
+  m.links.push_back({.from = "a.out", .to = "b.in", .messages = 3, .capacity = 64, .high_water = 3});
+  m.links.push_back(
+      {.from = "scale.out", .to = "sensor_samples->calibrate@rank2.in", .capacity = 262144, .high_water = 131072});
+  const std::string t = m.table();
+  const auto row = [&t](const char* from) { return t.substr(t.find(from), t.find('\n', t.find(from)) - t.find(from)); };
+  EXPECT_EQ(row("a.out").size(), row("scale.out").size()) << t;
+  EXPECT_NE(row("scale.out").find("sensor_samples->calibrate@rank2.in "), std::string::npos) << t;
+  EXPECT_EQ(row("a.out").back(), '4') << "no trailing blanks\n" << t;
+}
+
 TEST_F(PipelineTest, MetricsCallbackReportsWhileRunningAndOnceAtTheEnd) {
   const std::uint32_t n = 200;
   std::mutex mutex;

@@ -116,13 +116,19 @@ std::string pipeline_metrics::table() const {
         if (is_replica_of(r, farm)) t += r.intake_per_s > 0 ? format(" %.3g", r.intake_per_s) : std::string(" -");
       t += " per second (items, or cost where the farm is given costs)\n";
     }
-  t += format("\n%-24s %-24s %-8s %12s %14s %10s %10s\n", "link from", "to", "kind", "messages", "bytes", "batches",
-              "high-water");
+  // Ports as wide as the longest too (a rank's port reads "a.out@rank1->b.in").
+  int port_w = 24;
+  for (const auto& l : links)
+    port_w = std::max({port_w, static_cast<int>(l.from.size()), static_cast<int>(l.to.size())});
+  port_w = std::min(port_w, 40);
+  const auto port = [port_w](const std::string& p) { return clip(p, static_cast<std::size_t>(port_w)); };
+  t += format("\n%-*s %-*s %-8s %12s %14s %10s %15s\n", port_w, "link from", port_w, "to", "kind", "messages", "bytes",
+              "batches", "high-water");
   for (const auto& l : links) {
-    t += format("%-24s %-24s %-8s %12llu %14llu %10llu %5u/%-5u\n", clip(l.from, 24).c_str(), clip(l.to, 24).c_str(),
+    t += format("%-*s %-*s %-8s %12llu %14llu %10llu %15s\n", port_w, port(l.from).c_str(), port_w, port(l.to).c_str(),
                 (std::string(to_string(l.kind)) + (l.forced ? "*" : "")).c_str(),
                 static_cast<unsigned long long>(l.messages), static_cast<unsigned long long>(l.bytes),
-                static_cast<unsigned long long>(l.batches), l.high_water, l.capacity);
+                static_cast<unsigned long long>(l.batches), format("%u/%u", l.high_water, l.capacity).c_str());
   }
   t += format("%u direct, %u staged and %u fused links, %llu batches copied through host memory, %.3f s%s\n",
               direct_links, staged_links, fused_links, static_cast<unsigned long long>(copies), elapsed_s,
