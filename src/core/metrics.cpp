@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace ringpipe {
 
@@ -84,21 +86,24 @@ std::string pipeline_metrics::table() const {
   // The name and device columns are as wide as their longest entry (within bounds): a table of
   // PoCL devices otherwise cut every name to the same "#0 pthread-haswell-AMD ~".
   int name_w = 22, device_w = 6;
+  std::vector<std::string> devices; // each stage's, shortened once
   for (const auto& s : stages) {
+    devices.push_back(short_label(s.device));
     name_w = std::max(name_w, static_cast<int>(s.name.size()));
-    device_w = std::max(device_w, static_cast<int>(short_label(s.device).size()));
+    device_w = std::max(device_w, static_cast<int>(devices.back().size()));
   }
   name_w = std::min(name_w, 40); // a staged link's mover: "square.out->threshold.in (staged)"
   device_w = std::min(device_w, 36);
   std::string t = format("%-*s %-7s %-*s %-10s %-9s %12s %12s %13s %10s %8s\n", name_w, "stage", "kind", device_w,
                          "device", "mode", "state", "in", "out", "queue", "high-water", "launches");
   std::string long_states; // a state too wide for its column ("fused into 'square'") goes under the table
-  for (const auto& s : stages) {
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const auto& s = stages[i];
     const bool fits = s.state.size() <= 9;
     if (!fits) long_states += "  " + s.name + ": " + s.state + "\n";
     t += format("%-*s %-7s %-*s %-10s %-9s %12llu %12llu %6u/%-6u %10u %8llu\n", name_w,
                 clip(s.name, static_cast<std::size_t>(name_w)).c_str(), std::string(to_string(s.kind)).c_str(),
-                device_w, clip(short_label(s.device), static_cast<std::size_t>(device_w)).c_str(), s.mode.c_str(),
+                device_w, clip(devices[i], static_cast<std::size_t>(device_w)).c_str(), s.mode.c_str(),
                 fits ? s.state.c_str() : "(below)", static_cast<unsigned long long>(s.msgs_in),
                 static_cast<unsigned long long>(s.msgs_out), s.queue_fill, s.queue_capacity, s.queue_high_water,
                 static_cast<unsigned long long>(s.launches));
@@ -116,7 +121,7 @@ std::string pipeline_metrics::table() const {
         if (is_replica_of(r, farm)) t += r.intake_per_s > 0 ? format(" %.3g", r.intake_per_s) : std::string(" -");
       t += " per second (items, or cost where the farm is given costs)\n";
     }
-  // Ports as wide as the longest too (a rank's port reads "a.out@rank1->b.in").
+  // Ports as wide as the longest too (a rank's inlet port reads "source@rank0->scale.out").
   int port_w = 24;
   for (const auto& l : links)
     port_w = std::max({port_w, static_cast<int>(l.from.size()), static_cast<int>(l.to.size())});
