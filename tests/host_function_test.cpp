@@ -2,8 +2,8 @@
 // (detail::per_message_source, per_message_transform, per_message_sink): every message made
 // reaches the run, and every message of a run reaches the function, in order and intact, however
 // the run ends (room filled, the stream's end, a throw, a stop from inside the function), also
-// where the source keeps messages before it copies them out and where a sink copies them in by
-// blocks.
+// where the source keeps messages before it copies them out and where sinks and transforms copy
+// them in by blocks.
 
 #include <ringpipe/detail/host_function.hpp>
 
@@ -30,7 +30,7 @@ struct frame {
   std::array<std::uint32_t, 1023> words; // 4 KiB: kept one at a time
 };
 static_assert(source_keeps<reading> == 16 && source_keeps<frame> == 1);
-static_assert(sink_copies<reading> == 64 && sink_copies<frame> == 1);
+static_assert(read_block<reading> == 64 && read_block<frame> == 1);
 
 template <class T> T made(std::uint32_t n) {
   T m{};

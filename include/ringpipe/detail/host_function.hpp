@@ -51,11 +51,6 @@ template <class T> std::span<const T> view_run(const std::byte* p, std::size_t n
 template <class T> std::span<T> view_run(std::byte* p, std::size_t n) {
   return {std::launder(reinterpret_cast<T*>(p)), n};
 }
-template <class T> T load_message(const std::byte* p) {
-  T m;
-  std::memcpy(&m, p, sizeof(T));
-  return m;
-}
 inline void check_batch_count(std::size_t returned, std::size_t room, const char* what) {
   if (returned > room)
     throw error(make_error_code(errc::invalid_argument), std::string(what) + " returned " + std::to_string(returned) +
@@ -70,14 +65,12 @@ inline void check_batch_count(std::size_t returned, std::size_t room, const char
 template <class T>
 inline constexpr std::size_t source_keeps = std::clamp<std::size_t>(1024 / sizeof(std::optional<T>), 1, 16);
 
-/// How many messages a per-message sink copies out of the ring in one memcpy before it calls the
-/// function on each: read one by one from lines a kernel has just written, each load waits
-/// behind the function's work on the message before; a block's wide loads do not (16-byte
-/// messages: the source/sink pipeline 8-12% faster; blocks of 4 were slower than none, the
-/// memcpy's call not amortised). Up to 64, within 1 KiB of the stack. Transforms still read in
-/// place: blocks made asio_baseline's, fed by the application's thread, no faster, and no
-/// benchmark feeds one from a kernel.
-template <class T> inline constexpr std::size_t sink_copies = std::clamp<std::size_t>(1024 / sizeof(T), 1, 64);
+/// How many messages a per-message sink or transform copies out of the ring in one memcpy before
+/// it calls the function on each: read one by one from lines a kernel has just written, each load
+/// waits behind the function's work on the message before; a block's wide loads do not (16-byte
+/// messages after a kernel: the sink's pipeline 12% faster, the transform's 9%; blocks of 4
+/// were slower than none, the memcpy's call not amortised). Up to 64, within 1 KiB of the stack.
+template <class T> inline constexpr std::size_t read_block = std::clamp<std::size_t>(1024 / sizeof(T), 1, 64);
 
 template <class T, class Gen> generate_run per_message_source(Gen gen) {
   return [gen = std::move(gen)](std::byte* out, std::size_t room, run_progress& p) mutable {
@@ -130,20 +123,24 @@ template <class T, class Gen> generate_run batch_source(Gen gen) {
 
 template <class In, class Out, class Fn> transform_run per_message_transform(Fn fn) {
   return [fn = std::move(fn)](const std::byte* in, std::size_t n, std::byte* out, run_progress& p) mutable {
+    alignas(In) std::byte copied[read_block<In> * sizeof(In)];
     while (p.taken < n) {
-      const In m = load_message<In>(in + p.taken * sizeof(In));
-      bool stopped = false; // one look a message: stopped_inside implies it
-      if constexpr (std::is_same_v<std::invoke_result_t<Fn&, const In&>, std::optional<Out>>) {
-        const std::optional<Out> r = fn(m);
-        stopped = p.stop_seen();
-        if (r && !(stopped && p.stopped_inside)) std::memcpy(out + p.made++ * sizeof(Out), &*r, sizeof(Out));
-      } else {
-        const Out r = fn(m);
-        stopped = p.stop_seen();
-        if (!(stopped && p.stopped_inside)) std::memcpy(out + p.made++ * sizeof(Out), &r, sizeof(Out));
+      const std::size_t block = std::min(read_block<In>, n - p.taken);
+      std::memcpy(copied, in + p.taken * sizeof(In), block * sizeof(In));
+      for (const In& m : view_run<In>(static_cast<const std::byte*>(copied), block)) {
+        bool stopped = false; // one look a message: stopped_inside implies it
+        if constexpr (std::is_same_v<std::invoke_result_t<Fn&, const In&>, std::optional<Out>>) {
+          const std::optional<Out> r = fn(m);
+          stopped = p.stop_seen();
+          if (r && !(stopped && p.stopped_inside)) std::memcpy(out + p.made++ * sizeof(Out), &*r, sizeof(Out));
+        } else {
+          const Out r = fn(m);
+          stopped = p.stop_seen();
+          if (!(stopped && p.stopped_inside)) std::memcpy(out + p.made++ * sizeof(Out), &r, sizeof(Out));
+        }
+        ++p.taken;
+        if (stopped) return;
       }
-      ++p.taken;
-      if (stopped) return;
     }
   };
 }
@@ -162,13 +159,13 @@ template <class In, class Out, class Fn> transform_run batch_transform(Fn fn) {
 
 template <class In, class Fn> consume_run per_message_sink(Fn fn) {
   return [fn = std::move(fn)](const std::byte* in, std::size_t n, run_progress& p) mutable {
-    alignas(In) std::byte copied[sink_copies<In> * sizeof(In)];
+    alignas(In) std::byte copied[read_block<In> * sizeof(In)];
     // Counted in a register, stored after each call and never read back (the function may, for
     // all the compiler knows, write p): a throw or a stop from inside the function reads p.taken
     // as the messages before the one it is on.
     std::size_t taken = p.taken;
     while (taken < n) {
-      const std::size_t block = std::min(sink_copies<In>, n - taken);
+      const std::size_t block = std::min(read_block<In>, n - taken);
       std::memcpy(copied, in + taken * sizeof(In), block * sizeof(In));
       for (const In& m : view_run<In>(static_cast<const std::byte*>(copied), block)) {
         fn(m);
