@@ -240,6 +240,7 @@ TEST(Barrier, MetricsNameWhoTheOthersWaitedFor) {
   EXPECT_EQ(stats.participants[0].last_to_arrive + stats.participants[1].last_to_arrive, 20u);
   EXPECT_GT(stats.participants[0].wait_p50_us, 1000.0) << "the fast participant waited about 5 ms a phase";
   EXPECT_NE(stats.table().find("slow"), std::string::npos);
+  EXPECT_EQ(stats.table().find("on device"), std::string::npos) << "only host participants: every wait is timed";
 }
 
 } // namespace

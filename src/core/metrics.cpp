@@ -44,11 +44,13 @@ std::string barrier_stats::table() const {
   std::snprintf(line, sizeof(line), "%-24s %10s %10s %12s %12s %14s\n", "participant", "arrivals", "waits",
                 "wait p50 us", "wait p99 us", "last to arrive");
   t += line;
+  bool any_on_device = false;
   for (const auto& p : participants) {
     if (p.on_device) {
+      any_on_device = true;
       std::snprintf(line, sizeof(line), "%-24s %10llu %10llu %12s %12s %14llu\n", p.name.c_str(),
-                    static_cast<unsigned long long>(p.arrivals), static_cast<unsigned long long>(p.waits), "(kernel)",
-                    "-", static_cast<unsigned long long>(p.last_to_arrive));
+                    static_cast<unsigned long long>(p.arrivals), static_cast<unsigned long long>(p.waits), "on device",
+                    "on device", static_cast<unsigned long long>(p.last_to_arrive));
     } else {
       std::snprintf(line, sizeof(line), "%-24s %10llu %10llu %12.1f %12.1f %14llu\n", p.name.c_str(),
                     static_cast<unsigned long long>(p.arrivals), static_cast<unsigned long long>(p.waits),
@@ -56,6 +58,8 @@ std::string barrier_stats::table() const {
     }
     t += line;
   }
+  // OpenCL C has no clock: a kernel's waits are counted, not timed.
+  if (any_on_device) t += "(a kernel waits on its device, which has no clock: its waits are counted, not timed)\n";
   return t;
 }
 
