@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     // Steps `count` times between a and b (the result in a); the last step's report.
     parallel_kernel step(rt, {step_source, "heat_step", "", "heat_diffusion.cpp"});
     const auto run_steps = [&](split_array<float>& a, split_array<float>& b, std::size_t count) {
-      std::printf("%zu steps over %s:\n", count, a.layout().describe().c_str());
+      std::printf("%zu steps, the rod laid out %s:\n", count, a.layout().describe().c_str());
       for (const auto& piece : a.layout().pieces())
         std::printf("  [%8zu, %8zu) on %s\n", piece.ranges.front().first, piece.ranges.back().last,
                     piece.dev->label().c_str());
