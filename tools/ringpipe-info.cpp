@@ -28,6 +28,15 @@ std::string modes_text(const device_info& i, const char* sep) {
 std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 const char* yes(bool b) { return b ? "yes" : "no"; }
 
+// The hard limit, and what a mode chosen automatically leaves (occupancy::persistent_room keeps
+// one worker free for parked and batched kernels): "2" alone read as two resident kernels.
+std::string budget_text(const device_info& i) {
+  if (i.persistent_budget == 0) return "0 (no kernel stays resident on this device)";
+  const auto chosen = i.persistent_budget - 1;
+  return std::to_string(i.persistent_budget) + " in pool '" + i.budget_pool + "'; chosen automatically, " +
+         std::to_string(chosen) + " at most (one worker kept free for parked and batched kernels)";
+}
+
 /// Every CPU device's workers against the cores this process may run on (as a runtime counts them).
 cpu_core_use core_use(const topology& topo) {
   std::vector<const device*> all;
@@ -55,7 +64,7 @@ void print_table(const topology& topo) {
               << "\n"
               << "  exec timeout      " << (i.execution_timeout ? yes(*i.execution_timeout) : "not reported") << "\n"
               << "  ring-kernel modes " << modes_text(i, ", ") << "\n"
-              << "  persistent budget " << i.persistent_budget << " (pool '" << i.budget_pool << "')\n";
+              << "  persistent budget " << budget_text(i) << "\n";
   }
   std::cout << "links (row: from, column: to)\n      ";
   for (std::size_t j = 0; j < topo.size(); ++j)
