@@ -76,27 +76,31 @@ template <class T, class Gen> generate_run per_message_source(Gen gen) {
   return [gen = std::move(gen)](std::byte* out, std::size_t room, run_progress& p) mutable {
     using returned = std::optional<T>;
     alignas(returned) std::byte kept[source_keeps<T> * sizeof(returned)];
-    // p.made counts every message made (a stop from inside the function reads it); those from
-    // `copied` on are still in `kept`.
-    std::size_t copied = p.made;
+    // Counted in registers (the function may, for all the compiler knows, write p: read back
+    // from it, the count went through memory around every call) and stored after each message:
+    // a stop from inside the function reads p.made. Those from `copied` on are still in `kept`.
+    std::size_t made = p.made, copied = made;
+    const std::atomic<bool>* const stop = p.stopped;
+    const auto stop_seen = [stop] { return stop != nullptr && stop->load(std::memory_order_relaxed); };
     const auto copy_out = [&] {
-      for (std::size_t i = copied; i < p.made; ++i) {
+      for (std::size_t i = copied; i < made; ++i) {
         const auto* m = std::launder(reinterpret_cast<const returned*>(kept + (i - copied) * sizeof(returned)));
         std::memcpy(out + i * sizeof(T), &**m, sizeof(T));
       }
-      copied = p.made;
+      copied = made;
     };
     try {
-      while (p.made < room) {
+      while (made < room) {
         // Made in place by the call (guaranteed elision): no copy on the way.
-        const returned* m = ::new (static_cast<void*>(kept + (p.made - copied) * sizeof(returned))) returned(gen());
-        const bool stopped = p.stop_seen(); // one look a message: stopped_inside implies it
-        if (stopped && p.stopped_inside) break;
+        const returned* m = ::new (static_cast<void*>(kept + (made - copied) * sizeof(returned))) returned(gen());
         if (!*m) {
-          p.ended = true;
+          if (!(stop_seen() && p.stopped_inside)) p.ended = true; // a stop from inside drops its call's result
           break;
         }
-        if (++p.made - copied == source_keeps<T>) copy_out();
+        const bool stopped = stop_seen(); // one look a message: stopped_inside implies it
+        if (stopped && p.stopped_inside) break;
+        p.made = ++made;
+        if (made - copied == source_keeps<T>) copy_out();
         if (stopped) break;
       }
     } catch (...) {
