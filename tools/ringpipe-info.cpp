@@ -6,6 +6,7 @@
 #include <ringpipe/copy_bandwidth.hpp>
 #include <ringpipe/cpu_cores.hpp>
 #include <ringpipe/detail/json.hpp>
+#include <ringpipe/occupancy.hpp>
 #include <ringpipe/topology.hpp>
 
 #include <cstdio>
@@ -28,13 +29,14 @@ std::string modes_text(const device_info& i, const char* sep) {
 std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 const char* yes(bool b) { return b ? "yes" : "no"; }
 
-// The hard limit, and what a mode chosen automatically leaves (occupancy::persistent_room keeps
-// one worker free for parked and batched kernels): "2" alone read as two resident kernels.
-std::string budget_text(const device_info& i) {
+// The hard limit, and what a mode chosen automatically may take of it (the pool's own rule,
+// occupancy::persistent_room, with nothing running): "2" alone read as two resident kernels.
+std::string budget_text(const device& d) {
+  const auto& i = d.info();
   if (i.persistent_budget == 0) return "0 (no kernel stays resident on this device)";
-  const auto chosen = i.persistent_budget - 1;
   return std::to_string(i.persistent_budget) + " in pool '" + i.budget_pool + "'; chosen automatically, " +
-         std::to_string(chosen) + " at most (one worker kept free for parked and batched kernels)";
+         std::to_string(d.budget().persistent_room()) +
+         " at most (one worker kept free for parked and batched kernels)";
 }
 
 /// Every CPU device's workers against the cores this process may run on (as a runtime counts them).
@@ -64,7 +66,7 @@ void print_table(const topology& topo) {
               << "\n"
               << "  exec timeout      " << (i.execution_timeout ? yes(*i.execution_timeout) : "not reported") << "\n"
               << "  ring-kernel modes " << modes_text(i, ", ") << "\n"
-              << "  persistent budget " << budget_text(i) << "\n";
+              << "  persistent budget " << budget_text(d) << "\n";
   }
   std::cout << "links (row: from, column: to)\n      ";
   for (std::size_t j = 0; j < topo.size(); ++j)

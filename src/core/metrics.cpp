@@ -58,7 +58,6 @@ std::string barrier_stats::table() const {
     }
     t += line;
   }
-  // OpenCL C has no clock: a kernel's waits are counted, not timed.
   if (any_on_device) t += "(a kernel waits on its device, which has no clock: its waits are counted, not timed)\n";
   return t;
 }

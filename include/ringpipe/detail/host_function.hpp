@@ -34,7 +34,11 @@ struct run_progress {
   /// report counted the run as it stood, so what the function returns from that call was made
   /// after the stop and is not passed on (the messages it took count as given to it).
   bool stopped_inside = false;
-  bool stop_seen() const noexcept { return stopped != nullptr && stopped->load(std::memory_order_relaxed); }
+  bool stop_seen() const noexcept { return seen(stopped); }
+  /// The same look through an address read once (a per-message source keeps it in a register).
+  static bool seen(const std::atomic<bool>* flag) noexcept {
+    return flag != nullptr && flag->load(std::memory_order_relaxed);
+  }
 };
 
 using generate_run = std::function<void(std::byte* out, std::size_t room, run_progress&)>;
@@ -81,7 +85,6 @@ template <class T, class Gen> generate_run per_message_source(Gen gen) {
     // a stop from inside the function reads p.made. Those from `copied` on are still in `kept`.
     std::size_t made = p.made, copied = made;
     const std::atomic<bool>* const stop = p.stopped;
-    const auto stop_seen = [stop] { return stop != nullptr && stop->load(std::memory_order_relaxed); };
     const auto copy_out = [&] {
       for (std::size_t i = copied; i < made; ++i) {
         const auto* m = std::launder(reinterpret_cast<const returned*>(kept + (i - copied) * sizeof(returned)));
@@ -94,10 +97,11 @@ template <class T, class Gen> generate_run per_message_source(Gen gen) {
         // Made in place by the call (guaranteed elision): no copy on the way.
         const returned* m = ::new (static_cast<void*>(kept + (made - copied) * sizeof(returned))) returned(gen());
         if (!*m) {
-          if (!(stop_seen() && p.stopped_inside)) p.ended = true; // a stop from inside drops its call's result
+          if (!(run_progress::seen(stop) && p.stopped_inside))
+            p.ended = true; // a stop from inside drops its call's result
           break;
         }
-        const bool stopped = stop_seen(); // one look a message: stopped_inside implies it
+        const bool stopped = run_progress::seen(stop); // one look a message: stopped_inside implies it
         if (stopped && p.stopped_inside) break;
         p.made = ++made;
         if (made - copied == source_keeps<T>) copy_out();
