@@ -107,6 +107,23 @@ TEST(LiveViewRendering, PlainLinesCarryNoEscapeCodesAndEndWithTheFooter) {
                   "run 2\n");
 }
 
+// One message over a run is no rate: a link that carried one (a summary at the end) shows its
+// count and no average, in lines and in the table.
+TEST(LiveViewRendering, ALinkWithASingleMessageShowsNoAverage) {
+  captured lines;
+  live_view plain({.title = "end", .out = lines.file(), .look = live_look::lines});
+  plain.show(snapshot(2.0, 1));
+  EXPECT_EQ(lines.text(), "end [2.0 s] a.out -> b.in direct: 1 msg\n");
+
+  captured table;
+  live_view drawn({.title = "end", .out = table.file(), .look = live_look::table});
+  drawn.show(snapshot(2.0, 1));
+  EXPECT_EQ(table.text().find("msgs/s"), std::string::npos) << table.text();
+  EXPECT_NE(table.text().find("a.out -> b.in                        direct  -               -               -"),
+            std::string::npos)
+      << table.text();
+}
+
 TEST(LiveViewRendering, TheNextPipelineStartsItsRatesAfreshAndEndErasesUnlessKept) {
   captured out;
   {

@@ -106,6 +106,33 @@ TEST(MetricsTable, ADevicesNameAndALongStateKeepTheColumns) {
   EXPECT_NE(t.find("  shift: fused into 'square'\n"), std::string::npos) << t;
 }
 
+// A stage without an input queue (a source) shows "-" for its queue and high-water, not 0/0 and
+// 0, and its row keeps the columns of a stage with one.
+TEST(MetricsTable, AStageWithoutAQueueShowsNoFill) {
+  pipeline_metrics m;
+  m.stages.push_back({.name = "produce",
+                      .kind = stage_kind::source,
+                      .device = "host",
+                      .mode = "-",
+                      .state = "running",
+                      .msgs_out = 9});
+  m.stages.push_back({.name = "consume",
+                      .kind = stage_kind::sink,
+                      .device = "host",
+                      .mode = "-",
+                      .state = "running",
+                      .msgs_in = 9,
+                      .queue_fill = 12,
+                      .queue_capacity = 64,
+                      .queue_high_water = 40});
+  const std::string t = m.table();
+  const auto row = [&t](const char* name) { return t.substr(t.find(name), t.find('\n', t.find(name)) - t.find(name)); };
+  EXPECT_EQ(row("produce").size(), row("consume").size()) << t;
+  EXPECT_EQ(row("produce").find("0/0"), std::string::npos) << t;
+  EXPECT_NE(row("produce").find(" 9             -          -"), std::string::npos) << t;
+  EXPECT_NE(row("consume").find("    12/64             40"), std::string::npos) << t;
+}
+
 // The links' table too: a rank's port is not cut, and a ring of 131,072 slots keeps the columns.
 TEST(MetricsTable, LongPortsAndLargeRingsKeepTheLinksColumns) {
   pipeline_metrics m;

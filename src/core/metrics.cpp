@@ -104,12 +104,15 @@ std::string pipeline_metrics::table() const {
     const auto& s = stages[i];
     const bool fits = s.state.size() <= 9;
     if (!fits) long_states += "  " + s.name + ": " + s.state + "\n";
-    t += format("%-*s %-7s %-*s %-10s %-9s %12llu %12llu %6u/%-6u %10u %8llu\n", name_w,
+    // A stage without an input queue (a source, a producing kernel) has no fill to show, not 0/0.
+    const bool queued = s.queue_capacity > 0;
+    t += format("%-*s %-7s %-*s %-10s %-9s %12llu %12llu %13s %10s %8llu\n", name_w,
                 clip(s.name, static_cast<std::size_t>(name_w)).c_str(), std::string(to_string(s.kind)).c_str(),
                 device_w, clip(devices[i], static_cast<std::size_t>(device_w)).c_str(), s.mode.c_str(),
                 fits ? s.state.c_str() : "(below)", static_cast<unsigned long long>(s.msgs_in),
-                static_cast<unsigned long long>(s.msgs_out), s.queue_fill, s.queue_capacity, s.queue_high_water,
-                static_cast<unsigned long long>(s.launches));
+                static_cast<unsigned long long>(s.msgs_out),
+                queued ? format("%6u/%-6u", s.queue_fill, s.queue_capacity).c_str() : "-",
+                queued ? std::to_string(s.queue_high_water).c_str() : "-", static_cast<unsigned long long>(s.launches));
   }
   t += long_states;
   for (const auto& s : stages)

@@ -54,10 +54,10 @@ struct live_view::state {
   std::string now_text(std::optional<double> r) const { return r ? detail::rate(*r, "msgs") : "-"; }
 
   // A link's messages and bytes per second since the snapshot drawn before (none without one),
-  // and its messages per second since the pipeline started.
+  // and its messages per second since the pipeline started (none before a second message: one
+  // message over the whole run is no rate).
   struct link_rates {
-    std::optional<double> now, bytes;
-    double average = 0;
+    std::optional<double> now, bytes, average;
   };
   link_rates rates_of(const link_metrics& l, const pipeline_metrics& m, double dt) const {
     link_rates r;
@@ -65,7 +65,7 @@ struct live_view::state {
       r.now = rate_since(l.messages, b->messages, dt);
       r.bytes = rate_since(l.bytes, b->bytes, dt);
     }
-    r.average = m.elapsed_s > 0 ? static_cast<double>(l.messages) / m.elapsed_s : 0;
+    if (l.messages > 1 && m.elapsed_s > 0) r.average = static_cast<double>(l.messages) / m.elapsed_s;
     return r;
   }
 
@@ -75,9 +75,8 @@ struct live_view::state {
     for (const auto& l : m.links) {
       const auto r = rates_of(l, m, dt);
       t += format("%-36s %-7s %-15s %-15s %-12s %s\n", clip(link_name(l), 36).c_str(),
-                  std::string(to_string(l.kind)).c_str(), now_text(r.now).c_str(),
-                  detail::rate(r.average, "msgs").c_str(), r.bytes ? detail::rate(*r.bytes, "B").c_str() : "-",
-                  detail::amount(l.messages, "").c_str());
+                  std::string(to_string(l.kind)).c_str(), now_text(r.now).c_str(), now_text(r.average).c_str(),
+                  r.bytes ? detail::rate(*r.bytes, "B").c_str() : "-", detail::amount(l.messages, "").c_str());
     }
     t += format("%-24s %-12s %-15s %-15s %s\n", "stage", "state", "in now", "out now", "input queue");
     for (const auto& s : m.stages) {
@@ -100,7 +99,7 @@ struct live_view::state {
     for (const auto& l : m.links) {
       const auto r = rates_of(l, m, dt);
       t += prefix + link_name(l) + " " + std::string(to_string(l.kind)) + ": " +
-           (r.now ? now_text(r.now) + " now, " : "") + detail::rate(r.average, "msgs") + " average, " +
+           (r.now ? now_text(r.now) + " now, " : "") + (r.average ? now_text(r.average) + " average, " : "") +
            detail::amount(l.messages, "msgs") + "\n";
     }
     if (options.footer) t += options.footer() + "\n"; // the application's own line
