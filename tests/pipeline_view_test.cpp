@@ -37,6 +37,12 @@ int render(const std::string& text, const std::string& name) {
   return std::system(command.c_str());
 }
 
+// The line of `table` that holds `what`, without its newline.
+std::string row_of(const std::string& table, const char* what) {
+  const auto at = table.find(what);
+  return table.substr(at, table.find('\n', at) - at);
+}
+
 TEST_F(PipelineTest, DotNamesEveryStageAndLinkAndGraphvizDrawsIt) {
   ASSERT_NE(std::string(RINGPIPE_DOT_PROGRAM), "") << "Graphviz's dot was not found at configure time: "
                                                       "scripts/install-deps.sh installs it (graphviz)";
@@ -126,7 +132,7 @@ TEST(MetricsTable, AStageWithoutAQueueShowsNoFill) {
                       .queue_capacity = 64,
                       .queue_high_water = 40});
   const std::string t = m.table();
-  const auto row = [&t](const char* name) { return t.substr(t.find(name), t.find('\n', t.find(name)) - t.find(name)); };
+  const auto row = [&t](const char* name) { return row_of(t, name); };
   EXPECT_EQ(row("produce").size(), row("consume").size()) << t;
   EXPECT_EQ(row("produce").find("0/0"), std::string::npos) << t;
   EXPECT_NE(row("produce").find(" 9             -          -"), std::string::npos) << t;
@@ -140,7 +146,7 @@ TEST(MetricsTable, LongPortsAndLargeRingsKeepTheLinksColumns) {
   m.links.push_back(
       {.from = "scale.out", .to = "sensor_samples->calibrate@rank2.in", .capacity = 262144, .high_water = 131072});
   const std::string t = m.table();
-  const auto row = [&t](const char* from) { return t.substr(t.find(from), t.find('\n', t.find(from)) - t.find(from)); };
+  const auto row = [&t](const char* from) { return row_of(t, from); };
   EXPECT_EQ(row("a.out").size(), row("scale.out").size()) << t;
   EXPECT_NE(row("scale.out").find("sensor_samples->calibrate@rank2.in "), std::string::npos) << t;
   EXPECT_EQ(row("a.out").back(), '4') << "no trailing blanks\n" << t;

@@ -51,7 +51,7 @@ struct live_view::state {
     if (!before || seconds < 1e-3 || now < then) return std::nullopt;
     return static_cast<double>(now - then) / seconds;
   }
-  std::string now_text(std::optional<double> r) const { return r ? detail::rate(*r, "msgs") : "-"; }
+  std::string rate_text(std::optional<double> r) const { return r ? detail::rate(*r, "msgs") : "-"; }
 
   // A link's messages and bytes per second since the snapshot drawn before (none without one),
   // and its messages per second since the pipeline started (none before a second message: one
@@ -75,7 +75,7 @@ struct live_view::state {
     for (const auto& l : m.links) {
       const auto r = rates_of(l, m, dt);
       t += format("%-36s %-7s %-15s %-15s %-12s %s\n", clip(link_name(l), 36).c_str(),
-                  std::string(to_string(l.kind)).c_str(), now_text(r.now).c_str(), now_text(r.average).c_str(),
+                  std::string(to_string(l.kind)).c_str(), rate_text(r.now).c_str(), rate_text(r.average).c_str(),
                   r.bytes ? detail::rate(*r.bytes, "B").c_str() : "-", detail::amount(l.messages, "").c_str());
     }
     t += format("%-24s %-12s %-15s %-15s %s\n", "stage", "state", "in now", "out now", "input queue");
@@ -87,7 +87,7 @@ struct live_view::state {
       const auto in = b && takes ? rate_since(s.msgs_in, b->msgs_in, dt) : std::nullopt;
       const auto out = b && puts ? rate_since(s.msgs_out, b->msgs_out, dt) : std::nullopt;
       t += format("%-24s %-12s %-15s %-15s %s\n", clip(s.name, 24).c_str(), clip(s.state, 12).c_str(),
-                  now_text(in).c_str(), now_text(out).c_str(), queue_bar(s).c_str());
+                  rate_text(in).c_str(), rate_text(out).c_str(), queue_bar(s).c_str());
     }
     if (options.footer) t += options.footer() + "\n";
     return t;
@@ -99,7 +99,7 @@ struct live_view::state {
     for (const auto& l : m.links) {
       const auto r = rates_of(l, m, dt);
       t += prefix + link_name(l) + " " + std::string(to_string(l.kind)) + ": " +
-           (r.now ? now_text(r.now) + " now, " : "") + (r.average ? now_text(r.average) + " average, " : "") +
+           (r.now ? rate_text(r.now) + " now, " : "") + (r.average ? rate_text(r.average) + " average, " : "") +
            detail::amount(l.messages, "msgs") + "\n";
     }
     if (options.footer) t += options.footer() + "\n"; // the application's own line
