@@ -2,8 +2,8 @@
 // (detail::per_message_source, per_message_transform, per_message_sink): every message made
 // reaches the run, and every message of a run reaches the function, in order and intact, however
 // the run ends (room filled, the stream's end, a throw, a stop from inside the function), also
-// where the source keeps messages before it copies them out and where sinks and transforms copy
-// them in by blocks.
+// where the source builds its function's results in the run's slots (their flags spill into the
+// next slot, never past the run) and where sinks and transforms copy them in by blocks.
 
 #include <ringpipe/detail/host_function.hpp>
 
@@ -27,9 +27,9 @@ struct reading {
 };
 struct frame {
   std::uint32_t seq;
-  std::array<std::uint32_t, 1023> words; // 4 KiB: kept one at a time
+  std::array<std::uint32_t, 1023> words; // 4 KiB: copied by blocks of one
 };
-static_assert(source_keeps<reading> == 16 && source_keeps<frame> == 1);
+static_assert(source_spill<reading> == 1 && source_spill<frame> == 1);
 static_assert(read_block<reading> == 64 && read_block<frame> == 1);
 
 template <class T> T made(std::uint32_t n) {
@@ -45,29 +45,39 @@ template <class T> T made(std::uint32_t n) {
 bool same(const reading& a, const reading& b) { return a.seq == b.seq && a.value == b.value; }
 bool same(const frame& a, const frame& b) { return a.seq == b.seq && a.words == b.words; }
 
-// Runs a per-message source over a run of `room`; `at(n)` says what its n-th call does.
+// Runs a per-message source over a run of `room` slots `offset` bytes into its buffer (an offset
+// not a multiple of the message's alignment: a run the results cannot be built in), followed by
+// a guard; `at(n)` says what its n-th call does.
 template <class T> struct source_run {
+  static constexpr std::size_t guard = 64;
   std::vector<std::byte> out;
+  std::size_t offset = 0, room = 0;
   run_progress progress;
   std::atomic<bool> stop{false};
   std::uint32_t calls = 0;
 
-  template <class At> void run(std::size_t room, At at) {
-    out.assign(room * sizeof(T), std::byte{0xee});
+  template <class At> void run(std::size_t slots, At at, std::size_t at_offset = 0) {
+    room = slots;
+    offset = at_offset;
+    out.assign(offset + room * sizeof(T) + guard, std::byte{0xee});
     progress.stopped = &stop;
     auto gen = per_message_source<T>([&]() -> std::optional<T> { return at(calls++, *this); });
-    gen(out.data(), room, progress);
+    gen(out.data() + offset, room, progress);
   }
-  /// The first `n` messages of the run are messages 0..n-1; the slot after them is untouched.
+  /// The run's first `n` messages are messages 0..n-1, and nothing outside the run was written
+  /// (the slots after the messages made are the run's until it is pushed).
   void expect_made(std::size_t n) const {
     for (std::size_t i = 0; i < n; ++i) {
       T m;
-      std::memcpy(&m, out.data() + i * sizeof(T), sizeof(T));
+      std::memcpy(&m, out.data() + offset + i * sizeof(T), sizeof(T));
       ASSERT_TRUE(same(m, made<T>(static_cast<std::uint32_t>(i)))) << "message " << i << " of " << n;
     }
-    if (n * sizeof(T) < out.size()) {
-      EXPECT_EQ(out[n * sizeof(T)], std::byte{0xee}) << "a slot past the run was written";
-    }
+    const auto untouched = [&](std::size_t from, std::size_t to) {
+      for (std::size_t b = from; b < to; ++b)
+        ASSERT_EQ(out[b], std::byte{0xee}) << "byte " << b << " outside the run of " << room << " was written";
+    };
+    untouched(0, offset);
+    untouched(offset + room * sizeof(T), out.size());
   }
 };
 
@@ -75,28 +85,33 @@ template <class T> class PerMessageSource : public ::testing::Test {};
 using message_types = ::testing::Types<reading, frame>;
 TYPED_TEST_SUITE(PerMessageSource, message_types);
 
-TYPED_TEST(PerMessageSource, FillsItsRunWhateverItsLength) {
-  for (const std::size_t room : {1u, 15u, 16u, 17u, 100u}) {
+TYPED_TEST(PerMessageSource, FillsItsRunWhateverItsLengthAndAlignment) {
+  for (const std::size_t offset : {0u, 1u})
+    for (const std::size_t room : {1u, 2u, 15u, 16u, 17u, 100u}) {
+      source_run<TypeParam> s;
+      s.run(
+          room, [](std::uint32_t n, auto&) -> std::optional<TypeParam> { return made<TypeParam>(n); }, offset);
+      EXPECT_EQ(s.progress.made, room);
+      EXPECT_FALSE(s.progress.ended);
+      s.expect_made(room);
+    }
+}
+
+// Also at the run's last slot, which takes its result from aside.
+TYPED_TEST(PerMessageSource, EndsItsStreamWhereItsFunctionSays) {
+  for (const std::uint32_t end : {0u, 37u, 98u, 99u}) {
     source_run<TypeParam> s;
-    s.run(room, [](std::uint32_t n, auto&) -> std::optional<TypeParam> { return made<TypeParam>(n); });
-    EXPECT_EQ(s.progress.made, room);
-    EXPECT_FALSE(s.progress.ended);
-    s.expect_made(room);
+    s.run(100, [end](std::uint32_t n, auto&) -> std::optional<TypeParam> {
+      if (n == end) return std::nullopt;
+      return made<TypeParam>(n);
+    });
+    EXPECT_TRUE(s.progress.ended);
+    EXPECT_EQ(s.progress.made, end);
+    s.expect_made(end);
   }
 }
 
-TYPED_TEST(PerMessageSource, EndsItsStreamBetweenCopies) {
-  source_run<TypeParam> s;
-  s.run(100, [](std::uint32_t n, auto&) -> std::optional<TypeParam> {
-    if (n == 37) return std::nullopt;
-    return made<TypeParam>(n);
-  });
-  EXPECT_TRUE(s.progress.ended);
-  EXPECT_EQ(s.progress.made, 37u);
-  s.expect_made(37);
-}
-
-// What was made before a throw is in the run (the stage pushes it), the kept messages included.
+// What was made before a throw is in the run (the stage pushes it).
 TYPED_TEST(PerMessageSource, AThrowLeavesWhatWasMadeBeforeItInTheRun) {
   source_run<TypeParam> s;
   EXPECT_THROW(s.run(100,

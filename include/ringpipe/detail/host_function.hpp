@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <new>
@@ -61,14 +62,6 @@ inline void check_batch_count(std::size_t returned, std::size_t room, const char
                                                              " messages for a span of " + std::to_string(room));
 }
 
-/// How many messages a per-message source keeps, as its function returned them, before it copies
-/// them into the run: a message just built field by field (`return sample{n++, 1.0f};`) and copied
-/// out at once is read back in one wide load that waits for its narrow stores to drain (store
-/// forwarding fails: 6-8 ns a message, a source 4-5x slower); a few calls later they have. Up to
-/// 16, within about 1 KiB of the stack (a large message's copy dwarfs the wait).
-template <class T>
-inline constexpr std::size_t source_keeps = std::clamp<std::size_t>(1024 / sizeof(std::optional<T>), 1, 16);
-
 /// How many messages a per-message sink or transform copies out of the ring in one memcpy before
 /// it calls the function on each: read one by one from lines a kernel has just written, each load
 /// waits behind the function's work on the message before; a block's wide loads do not (16-byte
@@ -76,42 +69,50 @@ inline constexpr std::size_t source_keeps = std::clamp<std::size_t>(1024 / sizeo
 /// were slower than none, the memcpy's call not amortised). Up to 64, within 1 KiB of the stack.
 template <class T> inline constexpr std::size_t read_block = std::clamp<std::size_t>(1024 / sizeof(T), 1, 64);
 
+/// How many of a run's last slots a per-message source cannot build its function's result in:
+/// the std::optional<T> is longer than the T it leads, so there it would spill past the run.
+template <class T> inline constexpr std::size_t source_spill = (sizeof(std::optional<T>) - 1) / sizeof(T);
+
+/// A per-message source has its function build each result (a std::optional<T>, made in place by
+/// the call) in the run's next slot, whose T leads it: no copy, and no wide load of a message
+/// just stored field by field (store forwarding fails there: 6-8 ns a message). The optional's
+/// flag spills into the slot after, which the run owns until it is pushed; the last
+/// source_spill<T> slots, and a run not aligned for the optional, take a copy of a local result.
 template <class T, class Gen> generate_run per_message_source(Gen gen) {
-  return [gen = std::move(gen)](std::byte* out, std::size_t room, run_progress& p) mutable {
+  // `out` is restrict: the function's own state (for all the compiler knows, anywhere) is not in
+  // the run, so the compiler builds each result in the slot instead of aside and copying it.
+  return [gen = std::move(gen)](std::byte* __restrict out, std::size_t room, run_progress& p) mutable {
     using returned = std::optional<T>;
-    alignas(returned) std::byte kept[source_keeps<T> * sizeof(returned)];
     // Counted in registers (the function may, for all the compiler knows, write p: read back
     // from it, the count went through memory around every call) and stored after each message:
-    // a stop from inside the function reads p.made. Those from `copied` on are still in `kept`.
-    std::size_t made = p.made, copied = made;
+    // a stop from inside the function reads p.made.
+    std::size_t made = p.made;
     const std::atomic<bool>* const stop = p.stopped;
-    const auto copy_out = [&] {
-      for (std::size_t i = copied; i < made; ++i) {
-        const auto* m = std::launder(reinterpret_cast<const returned*>(kept + (i - copied) * sizeof(returned)));
-        std::memcpy(out + i * sizeof(T), &**m, sizeof(T));
-      }
-      copied = made;
+    // After a call: whether its result counts (not the stream's end, nor made after a stop
+    // from inside), and whether it is the run's last. One look at the stop flag a message.
+    bool last = false;
+    const auto counts = [&](const returned& m) {
+      const bool stopped = run_progress::seen(stop);
+      last = stopped || !m;
+      if (!m && !(stopped && p.stopped_inside)) p.ended = true;
+      return m && !(stopped && p.stopped_inside);
     };
-    try {
-      while (made < room) {
-        // Made in place by the call (guaranteed elision): no copy on the way.
-        const returned* m = ::new (static_cast<void*>(kept + (made - copied) * sizeof(returned))) returned(gen());
-        if (!*m) {
-          if (!(run_progress::seen(stop) && p.stopped_inside))
-            p.ended = true; // a stop from inside drops its call's result
-          break;
-        }
-        const bool stopped = run_progress::seen(stop); // one look a message: stopped_inside implies it
-        if (stopped && p.stopped_inside) break;
-        p.made = ++made;
-        if (made - copied == source_keeps<T>) copy_out();
-        if (stopped) break;
-      }
-    } catch (...) {
-      copy_out(); // what was made before the throw is delivered
-      throw;
+    const bool aligned = reinterpret_cast<std::uintptr_t>(out) % alignof(returned) == 0;
+    const std::size_t in_place = aligned && room > source_spill<T> ? room - source_spill<T> : 0;
+    while (made < in_place && !last) {
+      std::byte* const slot = out + made * sizeof(T);
+      const returned* m = ::new (static_cast<void*>(slot)) returned(gen()); // guaranteed elision
+      if (!counts(*m)) return;
+      const auto* value = reinterpret_cast<const std::byte*>(&**m);
+      if (value != slot) std::memmove(slot, value, sizeof(T)); // a T not leading (no library known)
+      p.made = ++made;
     }
-    copy_out();
+    while (made < room && !last) {
+      const returned m = gen();
+      if (!counts(m)) return;
+      std::memcpy(out + made * sizeof(T), &*m, sizeof(T));
+      p.made = ++made;
+    }
   };
 }
 
