@@ -97,7 +97,7 @@ TYPED_TEST(PerMessageSource, FillsItsRunWhateverItsLengthAndAlignment) {
     }
 }
 
-// Also at the run's last slot, which takes its result from aside.
+// Also at the run's last slot, which copies a local result in.
 TYPED_TEST(PerMessageSource, EndsItsStreamWhereItsFunctionSays) {
   for (const std::uint32_t end : {0u, 37u, 98u, 99u}) {
     source_run<TypeParam> s;
