@@ -140,8 +140,8 @@ int main(int argc, char** argv) {
     int differ = 0, wrong = 0;
     for (const auto& r : runs)
       differ += r.accepted != runs.back().accepted || r.lattices != runs.back().lattices ? 1 : 0, wrong += r.wrong;
-    std::printf("%s: %d of %zu runs differ from the last; %d energies differ from the host's\n",
-                differ + wrong ? "FAILED" : "OK", differ, runs.size(), wrong);
+    std::printf("%s: runs on 1 to %zu devices: %d differ in swaps or lattices; %d energies differ from the host's\n",
+                differ + wrong ? "FAILED" : "OK", runs.size(), differ, wrong);
     return differ + wrong == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "replica_exchange: %s\n", e.what());
