@@ -81,7 +81,7 @@ outcome run(runtime& rt, const char* name, const farm_options& o) {
       std::printf(" %s", s.intake_per_s > 0 ? std::to_string(std::lround(s.intake_per_s)).c_str() : "-");
   std::printf(o.cost ? " cost/s)" : " jobs/s)");
   if (const auto* deal = m.stage("do_job:deal"); deal && o.steal)
-    std::printf(", %llu steals moved %llu jobs, %llu rebalances moved %llu jobs",
+    std::printf(", steals: %llu (%llu jobs), rebalances: %llu (%llu jobs)",
                 static_cast<unsigned long long>(deal->steals), static_cast<unsigned long long>(deal->stolen),
                 static_cast<unsigned long long>(deal->rebalances), static_cast<unsigned long long>(deal->rebalanced));
   std::printf("\n");
