@@ -7,10 +7,14 @@
 
 #include <ringpipe/detail/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <regex>
+#include <string_view>
 
 #include <unistd.h>
 
@@ -49,6 +53,36 @@ void run_topic(bench_context& c, void (*topic)(bench_context&)) {
     c.results[i].metrics.emplace("cores_round_trip_ns", around);
 }
 
+// Every name a topic passes to `selected`: --filter is checked against them before anything runs.
+constexpr std::array<std::string_view, 21> benchmark_names{"host_to_kernel",   "host_to_kernel.relaunch_baseline",
+                                                           "spsc_baseline",    "ring_wake",
+                                                           "round_group",      "kernel_to_kernel",
+                                                           "cross_device",     "pipeline_latency",
+                                                           "asio_baseline",    "versus",
+                                                           "barrier",          "links",
+                                                           "collectives",      "scaling",
+                                                           "work_stealing",    "farm_items",
+                                                           "replica_exchange", "idle",
+                                                           "remote",           "remote.latency",
+                                                           "remote.stream"};
+
+// The filter as a regular expression, or why it cannot be one or matches no benchmark.
+std::optional<std::regex> parse_filter(const std::string& filter, std::string& why) {
+  std::regex want;
+  try {
+    want = std::regex(filter);
+  } catch (const std::regex_error& e) {
+    why = "--filter '" + filter + "' is not a regular expression: " + e.what();
+    return std::nullopt;
+  }
+  const auto matches = [&](std::string_view name) { return std::regex_search(name.begin(), name.end(), want); };
+  if (std::ranges::any_of(benchmark_names, matches)) return want;
+  why = "--filter '" + filter + "' matches no benchmark; it is searched for in:";
+  for (const auto name : benchmark_names)
+    why.append(" ").append(name);
+  return std::nullopt;
+}
+
 } // namespace
 
 // What --help says: options, topics (the names --filter matches), exit codes.
@@ -59,7 +93,8 @@ const char* const usage = R"(usage: ringpipe-bench --json FILE [--filter REGEX] 
   writes every result to FILE (JSON); progress and ratios go to stderr. Each result (but those of
   remote) records cores_round_trip_ns, a cache line's round trip between two of the process's
   cores as it ran: a virtual machine's vCPUs move near and far apart, and throughput with them.
-  --filter REGEX  runs the benchmarks whose name matches (default: all)
+  --filter REGEX  runs the benchmarks whose name it matches, searched for in the names below
+                  (default: all); refused if it matches none of them
   --quick         a tenth of the messages and samples
   --verbose       prints each pipeline's metrics table
   --live          draws each pipeline's rates per link on stderr while it runs, as lines when
@@ -84,7 +119,8 @@ topics (names --filter matches):
   replica_exchange  resident replicas: an exchange at a barrier against 100 sweeps
   idle            a started pipeline's CPU time while nothing comes, against none started
   remote.latency, remote.stream   between two MPI ranks against raw MPI (under mpirun -n 2 only)
-exit codes: 0 done, 1 a benchmark failed (the reason on stderr), 2 bad arguments.
+exit codes: 0 done, 1 a benchmark failed (the reason on stderr), 2 bad arguments (an unknown
+            option, a --filter that is no regular expression or matches no benchmark).
 )";
 
 int main(int argc, char** argv) {
@@ -116,8 +152,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   s.live = s.live || isatty(STDERR_FILENO) != 0;
-  const std::regex want(filter);
-  const auto selected = [&](const char* name) { return std::regex_search(name, want); };
+  std::string why;
+  const auto parsed = parse_filter(filter, why);
+  if (!parsed) {
+    std::cerr << "ringpipe-bench: " << why << "\n";
+    return 2;
+  }
+  const std::regex& want = *parsed;
+  const auto selected = [&](const char* name) {
+    if (std::ranges::find(benchmark_names, std::string_view(name)) == benchmark_names.end())
+      throw std::logic_error(std::string("benchmark '") + name + "' is missing from main.cpp's benchmark_names");
+    return std::regex_search(name, want);
+  };
   // Started by mpirun (Open MPI says so in the environment): topic remote alone, between ranks.
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
   try {
