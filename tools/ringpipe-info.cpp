@@ -2,6 +2,8 @@
 // devices would be linked. `--json` prints the same as JSON; `--measure` adds the copy bandwidth
 // matrix between the host and every device.
 
+#include "tool_output.hpp"
+
 #include <ringpipe/backoff.hpp>
 #include <ringpipe/copy_bandwidth.hpp>
 #include <ringpipe/cpu_cores.hpp>
@@ -131,7 +133,8 @@ const char* const usage =
     "  link kind between every pair. TEXT keeps devices whose \"platform: name\" contains it.\n"
     "  --measure also times copies between the host and every device (4 KiB, 1 MiB, 64 MiB)\n"
     "  beside a host memcpy of the same size (about a minute; not with --json).\n"
-    "exit codes: 0 listed, 1 no device or an OpenCL error (the reason on stderr), 2 bad arguments.\n";
+    "exit codes: 0 listed, 1 no device, an OpenCL error or output that could not be written (the\n"
+    "  reason on stderr), 2 bad arguments.\n";
 
 int main(int argc, char** argv) {
   bool json = false, measure = false;
@@ -158,6 +161,10 @@ int main(int argc, char** argv) {
       runtime rt(std::move(topo));
       std::cout << "\nmeasuring copies (" << rt.devices().size() + 1 << " ends, 3 sizes)...\n" << std::flush;
       std::cout << copy_bandwidth_table(rt, measure_copy_bandwidth(rt));
+    }
+    if (!tools::stdout_written()) {
+      std::cerr << "ringpipe-info: cannot write to standard output\n";
+      return 1;
     }
     return 0;
   } catch (const ringpipe::error& e) {

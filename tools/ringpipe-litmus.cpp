@@ -3,6 +3,8 @@
 // for every kind of such memory and both device fences: a stream through 256-slot rings, then a
 // ping-pong (one slot) that times each round trip. Prints one line per run; --json writes them.
 
+#include "tool_output.hpp"
+
 #include <ringpipe/detail/json.hpp>
 #include <ringpipe/mapped_litmus.hpp>
 #include <ringpipe/opencl.hpp>
@@ -10,7 +12,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -84,6 +85,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (const auto why = json_path.empty() ? std::string() : tools::cannot_write(json_path); !why.empty()) {
+    std::cerr << "ringpipe-litmus: " << why << "\n";
+    return 2;
+  }
   std::vector<run_record> runs;
   bool all_held = true;
   try {
@@ -116,6 +121,13 @@ int main(int argc, char** argv) {
     std::cerr << "ringpipe-litmus: " << e.what() << "\n";
     return 1;
   }
-  if (!json_path.empty()) std::ofstream(json_path) << json_of(runs);
+  if (!tools::stdout_written()) {
+    std::cerr << "ringpipe-litmus: cannot write to standard output\n";
+    return 1;
+  }
+  if (const auto why = json_path.empty() ? std::string() : tools::write_whole(json_path, json_of(runs)); !why.empty()) {
+    std::cerr << "ringpipe-litmus: " << why << "\n";
+    return 1;
+  }
   return all_held ? 0 : 1;
 }

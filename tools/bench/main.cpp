@@ -3,6 +3,7 @@
 //   ringpipe-bench --json FILE [--filter REGEX] [--quick] [--verbose] [--live] [--cpu-devices-own-cores]
 //   mpirun -n 2 ringpipe-bench --json FILE     (topic remote, between two ranks, alone)
 
+#include "../tool_output.hpp"
 #include "bench.hpp"
 
 #include <ringpipe/detail/json.hpp>
@@ -11,9 +12,9 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <string_view>
 
 #include <unistd.h>
@@ -23,8 +24,8 @@ using namespace ringpipe::bench;
 
 namespace {
 
-void write_json(const std::string& path, const std::vector<result>& results) {
-  std::ofstream f(path);
+std::string json_of(const std::vector<result>& results) {
+  std::ostringstream f;
   f << "{\"results\": [";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
@@ -39,6 +40,15 @@ void write_json(const std::string& path, const std::vector<result>& results) {
     f << "}}";
   }
   f << "\n]}\n";
+  return f.str();
+}
+
+// Writes the results file; 0, or 1 (the reason on stderr) when it could not be written whole.
+int write_json(const std::string& path, const std::vector<result>& results) {
+  const std::string why = tools::write_whole(path, json_of(results));
+  if (why.empty()) return 0;
+  std::cerr << "ringpipe-bench: " << why << "\n";
+  return 1;
 }
 
 // Runs one topic; its rows that do not record how far apart the cores were as they ran (versus
@@ -119,8 +129,9 @@ topics (names --filter matches):
   replica_exchange  resident replicas: an exchange at a barrier against 100 sweeps
   idle            a started pipeline's CPU time while nothing comes, against none started
   remote.latency, remote.stream   between two MPI ranks against raw MPI (under mpirun -n 2 only)
-exit codes: 0 done, 1 a benchmark failed (the reason on stderr), 2 bad arguments (an unknown
-            option, a --filter that is no regular expression or matches no benchmark).
+exit codes: 0 done; 1 a benchmark failed (the reason on stderr; FILE holds what ran before it)
+            or FILE could not be written; 2 bad arguments (an unknown option, a --filter that is
+            no regular expression or matches no benchmark, a FILE that cannot be written).
 )";
 
 int main(int argc, char** argv) {
@@ -152,8 +163,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   s.live = s.live || isatty(STDERR_FILENO) != 0;
-  std::string why;
-  const auto parsed = parse_filter(filter, why);
+  std::string why = tools::cannot_write(json_path);
+  const auto parsed = why.empty() ? parse_filter(filter, why) : std::nullopt;
   if (!parsed) {
     std::cerr << "ringpipe-bench: " << why << "\n";
     return 2;
@@ -166,12 +177,11 @@ int main(int argc, char** argv) {
   };
   // Started by mpirun (Open MPI says so in the environment): topic remote alone, between ranks.
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  std::vector<result> results;
   try {
     if (under_mpirun) {
 #if defined(RINGPIPE_BENCH_REMOTE)
-      std::vector<result> results;
-      if (remote_topic(argc, argv, s, selected, results) == 0) write_json(json_path, results);
-      return 0;
+      return remote_topic(argc, argv, s, selected, results) == 0 ? write_json(json_path, results) : 0;
 #else
       std::cerr << "ringpipe-bench: built without MPI (RINGPIPE_WITH_MPI=OFF): no topic remote\n";
       return 2;
@@ -182,16 +192,18 @@ int main(int argc, char** argv) {
     runtime rt;
     const auto& dev = rt.device_at(0);
     std::cerr << "ringpipe-bench on " << dev.label() << (s.quick ? " (quick)" : "") << "\n";
-    std::vector<result> results;
     bench_context c{rt, dev, s, results, selected};
     for (auto* topic :
          {host_to_kernel_topic, kernel_links_topic, pipeline_topic, versus_topic, barrier_topic, links_topic,
           collectives_topic, scaling_topic, work_stealing_topic, farm_items_topic, replica_exchange_topic, idle_topic})
       run_topic(c, topic);
-    write_json(json_path, results);
-    return 0;
+    return write_json(json_path, results);
   } catch (const std::exception& e) {
     std::cerr << "ringpipe-bench: " << e.what() << "\n";
+    // What was measured before the failure is kept.
+    if (!results.empty() && write_json(json_path, results) == 0)
+      std::cerr << "ringpipe-bench: " << json_path << " holds the " << results.size()
+                << (results.size() == 1 ? " result" : " results") << " measured before it\n";
     return 1;
   }
 }

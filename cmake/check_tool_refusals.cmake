@@ -1,0 +1,34 @@
+# The tools refuse what would lose their results, and say why: ringpipe-bench a --filter that is no
+# regular expression or matches no benchmark, and a --json FILE it cannot write, before it runs
+# anything (exit code 2, no file left); ringpipe-litmus a --json FILE that is a directory; both,
+# and ringpipe-info, output that did not reach standard output (exit code 1).
+#   cmake -DINFO=path -DLITMUS=path [-DBENCH=path] -DWORK_DIR=dir -P check_tool_refusals.cmake
+
+# Runs the program with the arguments in `args` (a list) and fails unless it exits with `code` and
+# its stderr matches `expected`; with `full`, its standard output goes to /dev/full.
+function(expect_refusal program code expected full)
+  set(json "${WORK_DIR}/refused.json")
+  file(REMOVE "${json}")
+  if(full)
+    set(out OUTPUT_FILE /dev/full)
+  else()
+    set(out OUTPUT_QUIET)
+  endif()
+  execute_process(COMMAND "${program}" ${ARGN} RESULT_VARIABLE rc ERROR_VARIABLE err ${out})
+  if(NOT rc EQUAL code OR NOT err MATCHES "${expected}" OR EXISTS "${json}")
+    message(FATAL_ERROR "${program} ${ARGN}: exit code ${rc} (${code} expected), stderr:\n${err}")
+  endif()
+endfunction()
+
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(json "${WORK_DIR}/refused.json")
+if(BENCH)
+  expect_refusal("${BENCH}" 2 "is not a regular expression" OFF --json "${json}" --filter "(")
+  expect_refusal("${BENCH}" 2 "matches no benchmark; it is searched for in: host_to_kernel" OFF
+                 --json "${json}" --filter no_such_benchmark)
+  expect_refusal("${BENCH}" 2 "cannot write ${WORK_DIR}/no-such-dir/x.json: No such file" OFF
+                 --json "${WORK_DIR}/no-such-dir/x.json" --filter versus)
+endif()
+expect_refusal("${LITMUS}" 2 "cannot write ${WORK_DIR}: it is a directory" OFF --json "${WORK_DIR}")
+expect_refusal("${LITMUS}" 1 "cannot write to standard output" ON --messages 100)
+expect_refusal("${INFO}" 1 "cannot write to standard output" ON --json)
