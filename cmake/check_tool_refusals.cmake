@@ -4,24 +4,10 @@
 # and ringpipe-info, output that did not reach standard output (exit code 1).
 #   cmake -DINFO=path -DLITMUS=path [-DBENCH=path] -DWORK_DIR=dir -P check_tool_refusals.cmake
 
-# Runs the program with the arguments in `args` (a list) and fails unless it exits with `code` and
-# its stderr matches `expected`; with `full`, its standard output goes to /dev/full.
-function(expect_refusal program code expected full)
-  set(json "${WORK_DIR}/refused.json")
-  file(REMOVE "${json}")
-  if(full)
-    set(out OUTPUT_FILE /dev/full)
-  else()
-    set(out OUTPUT_QUIET)
-  endif()
-  execute_process(COMMAND "${program}" ${ARGN} RESULT_VARIABLE rc ERROR_VARIABLE err ${out})
-  if(NOT rc EQUAL code OR NOT err MATCHES "${expected}" OR EXISTS "${json}")
-    message(FATAL_ERROR "${program} ${ARGN}: exit code ${rc} (${code} expected), stderr:\n${err}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/expect_refusal.cmake)
 
 file(MAKE_DIRECTORY "${WORK_DIR}")
-set(json "${WORK_DIR}/refused.json")
+set(json "${WORK_DIR}/refused.out") # what no refused run may leave
 if(BENCH)
   expect_refusal("${BENCH}" 2 "is not a regular expression" OFF --json "${json}" --filter "(")
   expect_refusal("${BENCH}" 2 "matches no benchmark; it is searched for in: host_to_kernel" OFF

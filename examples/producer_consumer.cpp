@@ -18,6 +18,7 @@
 //     --duration   soak: run pipelines back to back for this long, then report loss and memory
 //     --dot        write the pipeline's graph after the run (Graphviz: dot -Tsvg FILE -o graph.svg)
 
+#include "example_help.hpp"
 #include <ringpipe/detail/embedded_sources.hpp>
 #include <ringpipe/ringpipe.hpp>
 
@@ -181,13 +182,17 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--staged"))
       staged = true;
-    else if (!std::strcmp(argv[i], "--count") && i + 1 < argc)
-      count = static_cast<std::uint32_t>(std::stoul(argv[++i]));
-    else if (!std::strcmp(argv[i], "--duration") && i + 1 < argc)
-      duration = std::stod(argv[++i]);
-    else if (!std::strcmp(argv[i], "--dot") && i + 1 < argc)
+    else if (!std::strcmp(argv[i], "--count") && i + 1 < argc) {
+      const auto n = examples::parse_count(argv[++i]);
+      if (!n) return examples::refuse_value(argv[0], "--count", "a count from 1 to 4294967295", argv[i]);
+      count = *n;
+    } else if (!std::strcmp(argv[i], "--duration") && i + 1 < argc) {
+      const auto d = examples::parse_seconds(argv[++i]);
+      if (!d) return examples::refuse_value(argv[0], "--duration", "seconds above 0", argv[i]);
+      duration = *d;
+    } else if (!std::strcmp(argv[i], "--dot") && i + 1 < argc) {
       dot_file = argv[++i];
-    else if (!std::strcmp(argv[i], "--objective") && i + 1 < argc && parse_objective(argv[i + 1], objective))
+    } else if (!std::strcmp(argv[i], "--objective") && i + 1 < argc && parse_objective(argv[i + 1], objective))
       ++i;
     else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
@@ -199,12 +204,18 @@ int main(int argc, char** argv) {
                    "  --staged       the link copied through pinned host memory even where memory is shared\n"
                    "  --objective    what the planner aims for (default automatic: it says what it chose)\n"
                    "  --duration S   a soak: pipelines back to back for S seconds, then loss and memory\n"
-                   "  --dot FILE     the pipeline's graph after the run, for Graphviz (dot -Tsvg FILE)\n"
+                   "  --dot FILE     the pipeline's graph after the run (not a soak's), for Graphviz\n"
                    "exit codes: 0 every message arrived, in order; 1 a check or the run failed; 2 bad arguments.\n",
                    argv[0]);
       return help ? 0 : 2;
     }
   }
+  if (dot_file != nullptr && duration > 0) {
+    std::fprintf(stderr, "%s: --dot draws one run's graph, not a soak's (--duration)\n", argv[0]);
+    return 2;
+  }
+  std::ofstream dot; // opened before the run: a path it cannot write is refused at once
+  if (dot_file != nullptr && !examples::open_output(dot, dot_file, argv[0])) return 2;
   try {
     runtime rt;
     const auto& devices = rt.devices();
@@ -222,7 +233,7 @@ int main(int argc, char** argv) {
     view.end();
     std::printf("\n%s\n\n%s\n", r.objective.c_str(), r.metrics.table().c_str());
     if (dot_file != nullptr) {
-      std::ofstream(dot_file) << r.dot;
+      if (!examples::finish_output(dot, r.dot, dot_file)) return 1;
       std::printf("graph written to %s (dot -Tsvg %s -o pipeline.svg)\n", dot_file, dot_file);
     }
     if (!r.ok) return 1;

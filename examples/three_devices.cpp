@@ -13,6 +13,7 @@
 //   POCL_DEVICES="pthread pthread" RUSTICL_ENABLE=llvmpipe ./three_devices [--dot FILE]
 // (--dot: the pipeline's graph after the run, for Graphviz: dot -Tsvg FILE -o graph.svg).
 
+#include "example_help.hpp"
 #include <ringpipe/pipeline.hpp>
 #include <ringpipe/runtime.hpp>
 
@@ -54,10 +55,12 @@ int main(int argc, char** argv) {
   const bool dot = argc == 3 && !std::strcmp(argv[1], "--dot");
   if (argc != 1 && !dot) {
     const bool help = argc == 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h"));
-    std::fprintf(help ? stdout : stderr, "usage: %s [--dot FILE]\n  exit codes: 0 every sample right; 1 a failure\n",
-                 argv[0]);
+    std::fprintf(help ? stdout : stderr,
+                 "usage: %s [--dot FILE]\n  exit codes: 0 every sample right; 1 a failure; 2 bad arguments\n", argv[0]);
     return help ? 0 : 2;
   }
+  std::ofstream dot_out; // opened first: a path it cannot write is refused before the run
+  if (dot && !examples::open_output(dot_out, argv[2], argv[0])) return 2;
   try {
     runtime rt;
     // Two PoCL devices and rusticl where present; otherwise the devices there are, in turn.
@@ -97,7 +100,7 @@ int main(int argc, char** argv) {
     p.run();
 
     std::printf("\n%s\n%s\n", p.plan().c_str(), p.metrics().table().c_str());
-    if (dot) std::ofstream(argv[2]) << p.dot();
+    if (dot && !examples::finish_output(dot_out, p.dot(), argv[2])) return 1; // the file opened before the run
     std::uint32_t should_keep = 0;
     for (std::uint32_t s = 0; s < count; ++s)
       should_keep += expected(s) > 2500.0f ? 1 : 0;
