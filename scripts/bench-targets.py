@@ -14,13 +14,12 @@ range, the median and in how many runs the target was met, since throughput on a
 moves from run to run. Where a target does not apply to a configuration, the row says why
 instead of met or not.
 """
-import json
 import pathlib
 import re
 import statistics
 import sys
 
-from bench_runs import family, runs_of
+from bench_runs import family, read_result_file, runs_of
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -101,9 +100,7 @@ def rows_for(name):
     path, _, only = name.partition(".json:")
     path = path + ".json" if only else name
     file = ROOT / path if not pathlib.Path(path).is_absolute() else pathlib.Path(path)
-    if not file.is_file():
-        sys.exit(f"bench-targets: no result file {path}")
-    doc = json.loads(file.read_text())
+    doc = read_result_file(file, "bench-targets")
     runs = runs_of(doc)
     builds = list(dict.fromkeys(family(run) for run, _ in runs))
     if only and only not in builds:

@@ -1,5 +1,19 @@
 """Result files of ringpipe-bench as runs: what the plots and the targets table both read."""
+import json
+import pathlib
 import re
+import sys
+
+
+def read_result_file(path, tool):
+    """The parsed JSON of a result file; a file that is missing or not JSON ends `tool` with why."""
+    file = pathlib.Path(path)
+    if not file.is_file():
+        sys.exit(f"{tool}: no result file {path}")
+    try:
+        return json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        sys.exit(f"{tool}: {path} is not a result file (ringpipe-bench --json FILE writes one): {e}")
 
 
 def runs_of(doc):

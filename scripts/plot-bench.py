@@ -12,13 +12,18 @@ drawn in solid colours, baselines (hand-written OpenCL, raw MPI, std::barrier, m
 dashed, and every axis says its unit.
 """
 import argparse
-import json
 import math
 import pathlib
 import statistics
 import sys
 import textwrap
 
+try:
+    import matplotlib  # noqa: F401
+except ImportError:
+    sys.exit("plot-bench: needs matplotlib: apt-get install python3-matplotlib (scripts/plots.sh installs it)")
+
+from bench_runs import read_result_file
 from bench_plot_cores import has_cores, plot_versus_cores
 from bench_plot_common import BASELINE, Results, bars, device_name, finish, line, plt, size_label, sizes_axis
 from bench_plot_rings import has_rings, plot_host_rings
@@ -372,7 +377,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     made = 0
     for f in files:
-        doc = json.loads(f.read_text())
+        doc = read_result_file(f, "plot-bench")
         res = Results(doc)
         machine = doc.get("machine", "") if isinstance(doc, dict) else ""
         for suffix, names, when, plot in TOPICS:

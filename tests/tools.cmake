@@ -30,6 +30,7 @@ if(TARGET ringpipe-info AND TARGET ringpipe-litmus)
   endif()
   add_test(NAME tools.refusals COMMAND ${CMAKE_COMMAND} -DINFO=$<TARGET_FILE:ringpipe-info>
     -DLITMUS=$<TARGET_FILE:ringpipe-litmus> -DBENCH=${bench_program}
+    -DPYTHON=${Python3_EXECUTABLE} -DSCRIPTS=${PROJECT_SOURCE_DIR}/scripts
     -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/tool-refusals -P ${PROJECT_SOURCE_DIR}/cmake/check_tool_refusals.cmake)
   set_tests_properties(tools.refusals PROPERTIES TIMEOUT 120 LABELS tool ENVIRONMENT "${POCL1}")
 endif()
