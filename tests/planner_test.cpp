@@ -319,4 +319,17 @@ TEST_F(PlannerTest, KernelPlacedOnAMissingDeviceIsRefusedNamingTheStage) {
                {"stage 'k' is placed on device 7 but the runtime has 3 devices"}, "missing device accepted");
 }
 
+TEST_F(PlannerTest, KernelStageOnARuntimeWithoutDevicesIsRefusedNamingTheStage) {
+  runtime host_only(topology::from_devices({}));
+  pipeline p(host_only, opts("no devices"));
+  auto src = p.add_source<sample>("src", no_messages());
+  auto k = p.add_kernel<sample, sample>("k", map_kernel("twice"));
+  auto sink = p.add_sink<sample>("sink", [](const sample&) {});
+  p.connect(src.out(), k.in());
+  p.connect(k.out(), sink.in());
+  expect_error([&] { (void)p.dry_run(); }, make_error_code(errc::invalid_pipeline),
+               {"stage 'k' is a kernel stage, but the runtime has no device"},
+               "kernel stage without a device accepted");
+}
+
 } // namespace

@@ -89,6 +89,10 @@ void planning::place() {
     ps.out = s.out;
     ps.out_edges = s.out_edges;
     if (!s.is_kernel()) continue;
+    if (topo.size() == 0)
+      throw error(errc::invalid_pipeline, "pipeline '" + g.name + "': stage '" + s.name +
+                                              "' is a kernel stage, but the runtime has no device (a runtime of "
+                                              "topology::discover() finds the OpenCL devices)");
     const bool asked = s.where.device.has_value();
     std::size_t index = 0;
     if (asked) {
