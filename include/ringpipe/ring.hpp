@@ -44,12 +44,13 @@ public:
     return true;
   }
   std::size_t push_n(std::span<const T> ms) noexcept { return buffer_->push_n_bytes(ms.data(), ms.size()); }
-  /// Blocks while the ring is full; throws errc::timeout naming the ring after `timeout`.
+  /// Blocks while the ring is full; throws errc::timeout naming the ring after `timeout`, and
+  /// errc::closed once the ring was closed (try_push, push_n and write_window move nothing then).
   void push(const T& m, std::chrono::nanoseconds timeout) {
     if (!buffer_->cancelled() && try_push(m)) return;
     push_waiting(m, timeout);
   }
-  /// As push(), but reports a timeout through `ec` (and returns false) instead of throwing.
+  /// As push(), but reports a timeout or a close through `ec` (and returns false) instead of throwing.
   bool push(const T& m, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept {
     ec.clear();
     if (!buffer_->cancelled() && try_push(m)) return true;
@@ -58,11 +59,11 @@ public:
   /// Pushes every message, in runs, waiting while the ring is full (spinning briefly, then
   /// yielding and sleeping, so a waiting producer leaves its core to the kernels it feeds; a host
   /// pop wakes the sleep, and a long one sleeps on the ring's promise of it: promise_pop_wake).
-  /// Returns how many were pushed: all of them, or fewer with `ec` set to errc::timeout or
-  /// errc::cancelled.
+  /// Returns how many were pushed: all of them, or fewer with `ec` set to errc::timeout,
+  /// errc::cancelled or errc::closed.
   std::size_t push_all(std::span<const T> ms, std::chrono::nanoseconds timeout, std::error_code& ec) noexcept;
   /// Up to `max` free slots after the head that lie in one piece (fewer at the end of the slot
-  /// array, none when the ring is full), to be written in place; commit_push(n) then publishes the
+  /// array, none when the ring is full or closed), to be written in place; commit_push(n) then publishes the
   /// first n. Saves push_n's copy: messages are made where the consumer reads them.
   std::span<T> write_window(std::size_t max) noexcept { return typed<T>(buffer_->write_window(max)); }
   void commit_push(std::size_t n) noexcept { buffer_->commit_push(n); }
@@ -146,6 +147,8 @@ private:
 error ring_timeout_error(const ring_buffer& r, bool push, std::chrono::nanoseconds timeout);
 /// The error a blocked push or pop reports when the ring was cancelled.
 error ring_cancelled_error(const ring_buffer& r, bool push);
+/// The error a push reports when the ring was closed (its stream ended) before it.
+error ring_closed_error(const ring_buffer& r);
 
 } // namespace ringpipe
 
@@ -153,10 +156,10 @@ template <class T>
 bool ringpipe::ring<T>::push_waiting(waiting_message m, std::chrono::nanoseconds timeout,
                                      std::error_code& ec) noexcept {
   bool pushed = false;
-  const auto done = [&] { return buffer_->cancelled() || (pushed = try_push(m)); };
+  const auto done = [&] { return buffer_->cancelled() || (pushed = try_push(m)) || buffer_->closed(); };
   if (done() || buffer_->wait_as_producer(done, timeout)) {
     if (pushed) return true;
-    ec = make_error_code(errc::cancelled);
+    ec = make_error_code(buffer_->cancelled() ? errc::cancelled : errc::closed);
     return false;
   }
   ec = make_error_code(errc::timeout);
@@ -167,6 +170,7 @@ template <class T> void ringpipe::ring<T>::push_waiting(waiting_message m, std::
   std::error_code ec;
   if (push_waiting(m, timeout, ec)) return;
   if (ec == make_error_code(errc::cancelled)) throw ring_cancelled_error(*buffer_, true);
+  if (ec == make_error_code(errc::closed)) throw ring_closed_error(*buffer_);
   throw ring_timeout_error(*buffer_, true, timeout);
 }
 
@@ -203,10 +207,10 @@ std::size_t ringpipe::ring<T>::push_all(std::span<const T> ms, std::chrono::nano
   const auto done = [&] {
     if (buffer_->cancelled()) return true;
     pushed += buffer_->push_n_bytes(ms.data() + pushed, ms.size() - pushed);
-    return pushed == ms.size();
+    return pushed == ms.size() || buffer_->closed();
   };
   if (done() || buffer_->wait_as_producer(done, timeout)) {
-    if (pushed < ms.size()) ec = make_error_code(errc::cancelled);
+    if (pushed < ms.size()) ec = make_error_code(buffer_->cancelled() ? errc::cancelled : errc::closed);
     return pushed;
   }
   ec = make_error_code(errc::timeout);

@@ -81,14 +81,14 @@ public:
   /// for every store before it: the last message's, to a line the consumer just read).
   std::byte* next_push_slot() noexcept {
     const auto head = load_head(std::memory_order_relaxed);
-    if (cached_space(head) == 0 && space() == 0) return nullptr;
+    if ((cached_space(head) == 0 && space() == 0) || ended()) return nullptr;
     return slot(head);
   }
-  /// Pushes up to `count` messages of slot_size bytes each; returns how many fit.
+  /// Pushes up to `count` messages of slot_size bytes each; returns how many fit (none once closed).
   std::size_t push_n_bytes(const void* messages, std::size_t count) noexcept;
   /// Free slots as the producer sees them.
   std::uint32_t space() noexcept;
-  /// Up to `max` free slots after the head that lie in one piece (empty when the ring is full),
+  /// Up to `max` free slots after the head that lie in one piece (empty when the ring is full or closed),
   /// to be filled in place; commit_push(n) then publishes the first n. Saves the copy of push_n.
   std::span<std::byte> write_window(std::size_t max) noexcept;
   void commit_push(std::size_t n) noexcept {
@@ -97,7 +97,9 @@ public:
     note_pushed(static_cast<std::uint32_t>(n));
     wake_consumer();
   }
-  /// Ends the stream: the consumer drains what was pushed, then sees the end.
+  /// Ends the stream: the consumer drains what was pushed, then sees the end. Pushes after it move
+  /// nothing (a blocking push fails with errc::closed): a consumer that has seen the end would
+  /// never take them.
   void close() noexcept;
 
   // --- consumer side ---
@@ -263,6 +265,10 @@ private:
   /// Reloads the consumer's view of the head at an empty view; false if the ring is empty.
   bool refresh_consumer_head(std::uint32_t tail) noexcept;
   void store_head(std::uint32_t h) noexcept { std::atomic_ref(header_->head).store(h, std::memory_order_release); }
+  /// closed() for the producer's own pushes: it closed the ring itself, or a thread it ordered after.
+  bool ended() const noexcept {
+    return (std::atomic_ref(header_->flags).load(std::memory_order_relaxed) & ring_closed) != 0;
+  }
   /// The consumer's sleep in wait_as_consumer: up to `d`, or until a wake; after the backoff's
   /// longest sleep, until a promised wake or `deadline` (promise_push_wake).
   void sleep_as_consumer(std::chrono::microseconds d, std::chrono::steady_clock::time_point deadline) noexcept;

@@ -135,6 +135,7 @@ bool ring_buffer::try_push_bytes(const void* message) noexcept {
 }
 
 std::size_t ring_buffer::push_n_bytes(const void* messages, std::size_t count) noexcept {
+  if (ended()) return 0;
   const auto head = load_head(std::memory_order_relaxed);
   auto free = cached_space(head);
   if (free < count) free = space();
@@ -162,6 +163,7 @@ std::span<std::byte> ring_buffer::write_window(std::size_t max) noexcept {
   const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(max, contiguous));
   auto free = cached_space(head);
   if (free < want) free = space();
+  if (ended()) free = 0;
   return {slot(head), static_cast<std::size_t>(std::min(free, want)) * slot_size_};
 }
 
@@ -169,6 +171,7 @@ void ring_buffer::close() noexcept {
   std::atomic_ref flags(header_->flags);
   flags.store(flags.load(std::memory_order_relaxed) | ring_closed, std::memory_order_release);
   wake_consumer();
+  wake_sleeping_producer(); // a push blocked on the full ring (another thread's) fails now, not at its timeout
 }
 
 void ring_buffer::yield_core() noexcept { std::this_thread::yield(); }
@@ -242,6 +245,11 @@ std::string ring_buffer::cancel_reason() const {
 error ring_cancelled_error(const ring_buffer& r, bool push) {
   return error(errc::cancelled,
                std::string(push ? "push to" : "pop from") + " ring '" + r.name() + "' ended: " + r.cancel_reason());
+}
+
+error ring_closed_error(const ring_buffer& r) {
+  return error(errc::closed, "push to ring '" + r.name() +
+                                 "' after it was closed: its stream had ended, so no consumer would take the message");
 }
 
 error ring_timeout_error(const ring_buffer& r, bool push, std::chrono::nanoseconds timeout) {

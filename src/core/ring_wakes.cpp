@@ -157,8 +157,8 @@ void ring_buffer::sleep_as_producer(std::chrono::microseconds d,
   // Idle a while: the pop or cancel that ends the wait wakes it, where that is certain.
   const bool promised = d >= backoff::longest_sleep && promise_pop_wake();
   if (!promised) want_pop_wake();
-  // Asked, then looked: a pop after this look wakes the sleep below.
-  if (size() != capacity_ || cancelled()) return;
+  // Asked, then looked: a pop, close or cancel after this look wakes the sleep below.
+  if (size() != capacity_ || cancelled() || closed()) return;
   sleep_until_woken(lock, producer_sleep_, promised, d, deadline, promised_sleep_limit);
 }
 
