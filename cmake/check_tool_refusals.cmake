@@ -26,3 +26,5 @@ if(PYTHON)
   expect_refusal("${PYTHON}" 1 "not-json.json is not a result file" OFF "${SCRIPTS}/bench-targets.py"
                  "${WORK_DIR}/not-json.json")
 endif()
+# ringpipe-info --measure prints a table: with --json it is refused, not ignored.
+expect_refusal("${INFO}" 2 "--measure prints a table, not JSON" OFF --json --measure)

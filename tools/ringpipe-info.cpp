@@ -154,10 +154,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (json && measure) {
+    std::cerr << "ringpipe-info: --measure prints a table, not JSON: use it without --json\n" << usage;
+    return 2;
+  }
   try {
     auto topo = topology::discover(options);
     json ? print_json(topo) : print_table(topo);
-    if (measure && !json) {
+    if (measure) {
       runtime rt(std::move(topo));
       std::cout << "\nmeasuring copies (" << rt.devices().size() + 1 << " ends, 3 sizes)...\n" << std::flush;
       std::cout << copy_bandwidth_table(rt, measure_copy_bandwidth(rt));
