@@ -88,6 +88,19 @@ TEST(OnePocl, FilterMatchingNothingNamesTheDevicesFound) {
   }
 }
 
+// A filter from the environment, maybe set long ago in a shell, says where it came from.
+TEST(OnePocl, FilterFromTheEnvironmentSaysSo) {
+  ASSERT_EQ(::setenv("RINGPIPE_DEVICE_FILTER", "no-such-device", 1), 0);
+  std::string what;
+  try {
+    (void)topology::discover(); // its options read RINGPIPE_DEVICE_FILTER
+  } catch (const ringpipe::error& e) {
+    what = e.what();
+  }
+  ::unsetenv("RINGPIPE_DEVICE_FILTER");
+  EXPECT_NE(what.find("'no-such-device' (RINGPIPE_DEVICE_FILTER) matched no device"), std::string::npos) << what;
+}
+
 TEST(OnePocl, FilterKeepsMatchingDevicesOnly) {
   discovery_options options;
   options.device_filter = "portable computing"; // case-insensitive

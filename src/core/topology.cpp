@@ -82,7 +82,10 @@ topology topology::discover(const discovery_options& options) {
   if (topo.devices_.empty()) {
     std::string message;
     if (!filter.empty() && !seen.empty()) {
-      message = "device filter '" + options.device_filter + "' matched no device; found:";
+      // A filter that came from the environment may have been set long before: say where it is.
+      const bool from_environment = options.device_filter == discovery_options::default_filter();
+      message = "device filter '" + options.device_filter + "'" +
+                (from_environment ? " (RINGPIPE_DEVICE_FILTER)" : "") + " matched no device; found:";
       for (const auto& s : seen)
         message += "\n  " + s;
     } else {
