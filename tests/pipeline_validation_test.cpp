@@ -45,6 +45,25 @@ TEST_F(PipelineTest, CycleIsRefusedNamingItsPorts) {
   }
 }
 
+TEST_F(PipelineTest, AnInletsRingAskedForBeforeStartIsRefusedNamingIt) {
+  pipeline p(rt(), {"early"});
+  auto in = p.add_inlet<msg>("feed");
+  auto out = p.add_outlet<msg>("drain");
+  p.connect(in.out(), out.in());
+  for (const bool inlet : {true, false}) {
+    try {
+      (void)(inlet ? p.inlet<msg>("feed") : p.outlet<msg>("drain"));
+      FAIL() << "a ring handed out before start()";
+    } catch (const ringpipe::error& e) {
+      EXPECT_EQ(e.code(), make_error_code(errc::invalid_pipeline));
+      EXPECT_NE(std::string(e.what()).find(inlet ? "pipeline 'early': the ring of inlet 'feed' exists after start()"
+                                                 : "pipeline 'early': the ring of outlet 'drain' exists after start()"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST_F(PipelineTest, MismatchedTypesAreRefusedNamingBothPorts) {
   pipeline p(rt(), {"types"});
   p.add_source<test_message<16>>("small", counting_source(10));

@@ -215,7 +215,10 @@ std::shared_ptr<ring_buffer> pipeline::port_ring(const std::string& name, const 
   if (t.type != type.type)
     throw error(errc::message_size, std::string(inlet ? "inlet" : "outlet") + " '" + name + "' carries " +
                                         detail::type_text(t) + ", not " + detail::type_text(type));
-  if (!impl_->run) throw error(errc::invalid_pipeline, "inlet and outlet rings exist after start()");
+  if (!impl_->run)
+    throw error(errc::invalid_pipeline, "pipeline '" + impl_->options.name + "': the ring of " +
+                                            (inlet ? "inlet '" : "outlet '") + name +
+                                            "' exists after start(); call start() first");
   return impl_->run->port(id);
 }
 

@@ -64,17 +64,13 @@ void run_topic(bench_context& c, void (*topic)(bench_context&)) {
 }
 
 // Every name a topic passes to `selected`: --filter is checked against them before anything runs.
-constexpr std::array<std::string_view, 21> benchmark_names{"host_to_kernel",   "host_to_kernel.relaunch_baseline",
-                                                           "spsc_baseline",    "ring_wake",
-                                                           "round_group",      "kernel_to_kernel",
-                                                           "cross_device",     "pipeline_latency",
-                                                           "asio_baseline",    "versus",
-                                                           "barrier",          "links",
-                                                           "collectives",      "scaling",
-                                                           "work_stealing",    "farm_items",
-                                                           "replica_exchange", "idle",
-                                                           "remote",           "remote.latency",
-                                                           "remote.stream"};
+// clang-format off
+constexpr std::array<std::string_view, 21> benchmark_names{
+    "host_to_kernel", "host_to_kernel.relaunch_baseline", "spsc_baseline", "ring_wake", "round_group",
+    "kernel_to_kernel", "cross_device", "pipeline_latency", "asio_baseline", "versus", "barrier", "links",
+    "collectives", "scaling", "work_stealing", "farm_items", "replica_exchange", "idle",
+    "remote", "remote.latency", "remote.stream"};
+// clang-format on
 
 // The filter as a regular expression, or why it cannot be one or matches no benchmark.
 std::optional<std::regex> parse_filter(const std::string& filter, std::string& why) {
