@@ -88,7 +88,7 @@ TEST_F(BarrierKernels, KernelsOnTwoDevicesAndAHostThreadMoveInLockStep) {
 TEST_F(BarrierKernels, KernelsReleaseEachOtherOnTheDeviceAcrossTheWrap) {
   const auto [d0, d1] = two_pocl();
   RINGPIPE_REQUIRE_DEVICE(d1, "second PoCL device with fine-grained SVM (POCL_DEVICES=\"pthread pthread\")");
-  constexpr std::uint32_t phases = 1'000'000, n = 2;
+  constexpr std::uint32_t phases = ringpipe::testing::spinning_phases, n = 2;
   shared_counters done(*d0, n);
   auto [k0, k1] = kernels_on(*d0, *d1, done, n, phases);
   barrier_options options;
@@ -96,8 +96,8 @@ TEST_F(BarrierKernels, KernelsReleaseEachOtherOnTheDeviceAcrossTheWrap) {
   options.first_phase = 0xffffffffu - phases / 2; // wraps half way
   barrier b({{*k0, 0}, {*k1, 0}}, options);
   start(*k0, *k1);
-  k0->wait(60s);
-  k1->wait(60s);
+  k0->wait(ringpipe::testing::spinning_wait);
+  k1->wait(ringpipe::testing::spinning_wait);
   EXPECT_EQ(done.errors(), 0u) << "a kernel ran ahead of the barrier";
   EXPECT_EQ(b.phase(), options.first_phase + phases);
   EXPECT_EQ(b.stats().phases, phases);

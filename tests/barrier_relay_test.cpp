@@ -165,8 +165,8 @@ TEST_F(BarrierRelay, KernelsOnPoclArriveThroughTheHostWhenAsked) {
   }
 }
 
-// Kernels spinning on CPU devices beside host participants, more of them than cores: the barrier
-// says so at creation, and names the way out; not when the kernels arrive through the host.
+// Kernels spinning on CPU devices beside host participants, or alone, more of them than cores: the
+// barrier says so at creation, and names the way out; not when the kernels arrive through the host.
 TEST_F(BarrierRelay, SpinnersOutnumberingTheCoresAreSaidAtCreation) {
   const auto [d0, d1] = two_pocl();
   RINGPIPE_REQUIRE_DEVICE(d0, "PoCL device with fine-grained SVM");
@@ -186,6 +186,22 @@ TEST_F(BarrierRelay, SpinnersOutnumberingTheCoresAreSaidAtCreation) {
   ASSERT_EQ(notices.size(), 1u) << "one notice, for the barrier whose kernels spin";
   for (const char* part : {"barrier 'spinning'", "2 kernel(s) waiting on CPU devices and 1 host participant(s) on 2",
                            "kernels_through_host"})
+    EXPECT_NE(notices[0].find(part), std::string::npos) << notices[0];
+
+  // Kernels alone: two fit in two cores; on one, each phase waits for the scheduler.
+  notices.clear();
+  for (const unsigned cores : {2u, 1u}) {
+    runtime_options options_rt = two_cores;
+    options_rt.host_cores = cores;
+    runtime rt_cores(topo(), options_rt);
+    phases_kernel a(rt_cores, *d0, spec), b(rt_cores, d1 != nullptr ? *d1 : *d0, spec);
+    barrier_options options;
+    options.name = "kernels on " + std::to_string(cores) + " core(s)";
+    barrier bar({{a, 0, "a"}, {b, 0, "b"}}, options);
+  }
+  ASSERT_EQ(notices.size(), 1u) << "one notice, for the kernels that outnumber the cores";
+  for (const char* part : {"barrier 'kernels on 1 core(s)'", "2 kernel(s) waiting on CPU devices on 1 core(s)",
+                           "cannot all run at once", "kernels_through_host"})
     EXPECT_NE(notices[0].find(part), std::string::npos) << notices[0];
 }
 

@@ -23,7 +23,7 @@ class BarrierStep : public ringpipe::testing::device_test {};
 TEST_F(BarrierStep, TheLastKernelToArriveRunsTheStepBeforeAnyoneGoesOn) {
   const auto [d0, d1] = ringpipe::testing::two_pocl_devices(topo());
   RINGPIPE_REQUIRE_DEVICE(d1, "second PoCL device with fine-grained SVM (POCL_DEVICES=\"pthread pthread\")");
-  constexpr std::uint32_t phases = 200'000, n = 2;
+  constexpr std::uint32_t phases = ringpipe::testing::spinning_phases, n = 2;
   shared_counters done(*d0, n);
   auto k0 = make_stepped_kernel(rt(), *d0, done, 0, n, phases);
   auto k1 = make_stepped_kernel(rt(), *d1, done, 1, n, phases);
@@ -33,8 +33,8 @@ TEST_F(BarrierStep, TheLastKernelToArriveRunsTheStepBeforeAnyoneGoesOn) {
   barrier b({{*k0, 0}, {*k1, 0}}, options);
   k0->start_buffers(nullptr, nullptr);
   k1->start_buffers(nullptr, nullptr);
-  k0->wait(60s);
-  k1->wait(60s);
+  k0->wait(ringpipe::testing::spinning_wait);
+  k1->wait(ringpipe::testing::spinning_wait);
   EXPECT_EQ(done.errors(), 0u) << "a participant went on before the step, or the step ran early";
   EXPECT_EQ(done.completed().load(), phases) << "the step did not run once per phase";
   EXPECT_EQ(b.phase(), options.first_phase + phases);

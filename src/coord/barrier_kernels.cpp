@@ -102,8 +102,9 @@ cl_context check_kernels(const std::vector<barrier_participant>& participants, b
 
 // Whether the participants that poll on this host's cores (host participants, and kernels
 // waiting on CPU devices, whose workers are this host's threads) fit in its cores. Says so where
-// they do not and kernels are among them: every phase then waits for a host participant to get a
-// core from a spinning kernel.
+// they do not and kernels are among them: every phase then waits for the scheduler to give a
+// spinning kernel's core to a participant that has not arrived (about 1 ms a phase where two
+// kernels share one core, against under 1 us on cores of their own).
 bool spinners_fit(const std::vector<barrier_participant>& participants, bool through_host, const std::string& label) {
   std::size_t hosts = 0;
   std::vector<const ring_kernel_base*> spinning;
@@ -120,8 +121,16 @@ bool spinners_fit(const std::vector<barrier_participant>& participants, bool thr
   const std::size_t cores =
       any_kernel != nullptr ? any_kernel->owner().host_cores() : static_cast<std::size_t>(usable_cpus());
   if (hosts + spinning.size() <= cores) return true;
-  if (hosts == 0 || spinning.empty()) return false;
+  if (spinning.empty()) return false;
   runtime& rt = spinning.front()->owner();
+  if (hosts == 0) {
+    rt.notice(label + ": " + std::to_string(spinning.size()) + " kernel(s) waiting on CPU devices on " +
+              std::to_string(rt.host_cores()) +
+              " core(s): they cannot all run at once, so a kernel that arrived spins until the scheduler gives its "
+              "core to one that has not, and each phase waits for a time slice (milliseconds); kernels written "
+              "with rp_barrier_next can arrive through the host instead (barrier_options::kernels_through_host)");
+    return false;
+  }
   rt.notice(label + ": " + std::to_string(spinning.size()) + " kernel(s) waiting on CPU devices and " +
             std::to_string(hosts) + " host participant(s) on " + std::to_string(rt.host_cores()) +
             " core(s): the kernels spin on the cores the host participants need, and each phase waits for a time "
